@@ -1,0 +1,62 @@
+"""Zero-sum two-player text games behind one `Game` protocol.
+
+    import games
+    game = games.make("kuhn_poker")          # or "tictactoe", "textarena:Nim-v0", ...
+    game.reset(seed=0)
+    while not game.done:
+        text = game.observation(game.current_player)
+        game.step("[check]")                 # bracketed actions; see games.extract_action
+    game.outcome()                           # {0: 1.0, 1: -1.0}
+
+Importing this package does not import textarena (it pulls in nltk and takes a second);
+the TextArena adapter imports it when a "textarena:" game is made.
+"""
+
+from games.actions import extract_action, legal_actions_from_text, match_legal
+from games.base import DEFAULT_MAX_TURNS, Game, GameOverError, NativeGame, StepResult
+from games.kuhn_poker import KuhnPoker
+from games.opponents import (
+    CheckpointPool,
+    Opponent,
+    RandomOpponent,
+    assign_seats,
+    candidate_actions,
+)
+from games.registry import (
+    UnknownGameError,
+    list_games,
+    make,
+    register,
+    verified_textarena_ids,
+)
+from games.simple_negotiation import Offer, OfferError, SimpleNegotiation, parse_offer
+from games.textarena_adapter import TextArenaGame
+from games.tictactoe import TicTacToe
+
+__all__ = [
+    "DEFAULT_MAX_TURNS",
+    "CheckpointPool",
+    "Game",
+    "GameOverError",
+    "KuhnPoker",
+    "NativeGame",
+    "Offer",
+    "OfferError",
+    "Opponent",
+    "RandomOpponent",
+    "SimpleNegotiation",
+    "StepResult",
+    "TextArenaGame",
+    "TicTacToe",
+    "UnknownGameError",
+    "assign_seats",
+    "candidate_actions",
+    "extract_action",
+    "legal_actions_from_text",
+    "list_games",
+    "make",
+    "match_legal",
+    "parse_offer",
+    "register",
+    "verified_textarena_ids",
+]

@@ -1,0 +1,186 @@
+"""Kuhn Poker over several rounds; the game goes to the chip leader after the last round.
+
+Each round: both players ante 1 chip and get one card from {J, Q, K}. Betting, with the
+round's first player A and the other B:
+    check, check            -> showdown for a pot of 2
+    bet, call               -> showdown for a pot of 4
+    bet, fold               -> A takes the pot of 3
+    check, bet, call        -> showdown for a pot of 4
+    check, bet, fold        -> B takes the pot of 3
+The first player alternates between rounds. The published SPIRAL code scored the game by the
+winner of the *last round*; here the winner is whoever has more chips after all rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from games.actions import match_legal
+from games.base import DEFAULT_MAX_TURNS, NativeGame
+
+CARDS = ("J", "Q", "K")  # in rank order
+ANTE = 1
+BET = 1
+_RULES = """\
+Rules:
+- The deck has three cards, J < Q < K. Each round both players ante {ante} chip and each \
+gets one private card.
+- [check]: pass without betting (only when no bet is on the table).
+- [bet]: put {bet} more chip into the pot (only when no bet is on the table).
+- [call]: match your opponent's bet.
+- [fold]: give up the round; your opponent takes the pot.
+- If nobody folds, the higher card takes the pot at the showdown.
+- The first player alternates between rounds.
+- After {rounds} rounds the player with more chips wins the game; equal chips is a draw."""
+
+
+class KuhnPoker(NativeGame):
+    id = "kuhn_poker"
+
+    def __init__(
+        self,
+        rounds: int = 5,
+        deals: Sequence[tuple[str, str]] | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+    ) -> None:
+        """`deals`: optional fixed (player 0 card, player 1 card) per round, for tests and
+        paired evaluation; otherwise cards are dealt from the reset seed."""
+        if rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got {rounds}")
+        if deals is not None:
+            _check_deals(deals, rounds)
+        self.rounds = rounds
+        self.deals = [tuple(deal) for deal in deals] if deals is not None else None
+        super().__init__(max_turns=max_turns)
+
+    # ---- state ---------------------------------------------------------------------------
+    def _setup(self) -> None:
+        self.chips = {0: 0, 1: 0}  # net chips won or lost since the start
+        self.round = 0
+        self.results: list[str] = []  # one line per finished round, for the observation
+        self.round_log: list[dict[str, Any]] = []  # the same, structured, for analysis
+        self._start_round()
+
+    def _start_round(self) -> None:
+        self.round += 1
+        deal = self.deals[self.round - 1] if self.deals else tuple(self.rng.sample(CARDS, 2))
+        self.cards = {0: deal[0], 1: deal[1]}
+        self.put_in = {0: ANTE, 1: ANTE}  # chips each player has in this round's pot
+        self.moves: list[tuple[int, str]] = []  # (player, move) this round
+        self.current_player = (self.round - 1) % 2
+
+    @property
+    def pot(self) -> int:
+        return self.put_in[0] + self.put_in[1]
+
+    def legal_actions(self, player: int) -> list[str] | None:
+        self._check_player(player)
+        if self.done or player != self.current_player:
+            return []
+        facing_bet = bool(self.moves) and self.moves[-1][1] == "bet"
+        return ["[call]", "[fold]"] if facing_bet else ["[check]", "[bet]"]
+
+    # ---- play ----------------------------------------------------------------------------
+    def _apply(self, action: str) -> str | None:
+        player = self.current_player
+        legal = self.legal_actions(player) or []
+        chosen = match_legal(action, legal)
+        if chosen is None:
+            return f"{action!r} is not allowed now; choose one of {', '.join(legal)}"
+        move = chosen.strip("[]")
+        self.moves.append((player, move))
+        if move in ("bet", "call"):
+            self.put_in[player] += BET
+        self._after_move(player, move)
+        return None
+
+    def _after_move(self, player: int, move: str) -> None:
+        sequence = tuple(m for _, m in self.moves)
+        if move == "fold":
+            self._end_round(1 - player, f"Player {player} folded")
+        elif sequence in (("check", "check"), ("bet", "call"), ("check", "bet", "call")):
+            self._showdown()
+        else:
+            self.current_player = 1 - player
+
+    def _showdown(self) -> None:
+        winner = 0 if CARDS.index(self.cards[0]) > CARDS.index(self.cards[1]) else 1
+        why = f"showdown: Player 0 had {self.cards[0]}, Player 1 had {self.cards[1]}"
+        self._end_round(winner, why)
+
+    def _end_round(self, winner: int, why: str) -> None:
+        pot = self.pot
+        self.chips[winner] += pot - self.put_in[winner]
+        self.chips[1 - winner] -= self.put_in[1 - winner]
+        moves = ", ".join(f"Player {p} [{m}]" for p, m in self.moves)
+        self.round_log.append(
+            {
+                "round": self.round,
+                "cards": dict(self.cards),
+                "moves": list(self.moves),
+                "winner": winner,
+                "pot": pot,
+            }
+        )
+        self.results.append(
+            f"Round {self.round}: {moves}; {why}. Player {winner} won the pot of {pot} chips."
+        )
+        if self.round < self.rounds:
+            self._start_round()
+        else:
+            self._finish_game()
+
+    def _finish_game(self) -> None:
+        c0, c1 = self.chips[0], self.chips[1]
+        chips = f"Player 0: {c0:+d}, Player 1: {c1:+d} chips"
+        if c0 == c1:
+            self._finish(None, f"Equal chips after {self.rounds} rounds ({chips}): draw")
+        else:
+            leader = 0 if c0 > c1 else 1
+            self._finish(
+                leader, f"Player {leader} has more chips after {self.rounds} rounds ({chips})"
+            )
+
+    # ---- text ----------------------------------------------------------------------------
+    def _render(self, player: int) -> str:
+        parts = [
+            f"You are Player {player} in a {self.rounds}-round game of Kuhn Poker.",
+            _RULES.format(ante=ANTE, bet=BET, rounds=self.rounds),
+        ]
+        if self.results:
+            parts.append("Finished rounds:\n" + "\n".join(self.results))
+        parts.append(
+            f"Chips won so far: Player 0: {self.chips[0]:+d}, Player 1: {self.chips[1]:+d}."
+        )
+        parts.append(self._render_now(player))
+        return "\n\n".join(parts)
+
+    def _render_now(self, player: int) -> str:
+        if self.done:
+            return f"The game is over. {self.reason}."
+        lines = [
+            f"Round {self.round} of {self.rounds}. Your card: {self.cards[player]}. "
+            f"Pot: {self.pot} chips."
+        ]
+        if self.moves:
+            lines.append(
+                "Actions this round: " + ", ".join(f"Player {p} [{m}]" for p, m in self.moves) + "."
+            )
+        if player == self.current_player:
+            lines.append("Your available actions: " + ", ".join(self.legal_actions(player) or []))
+            lines.append("Choose your action.")
+        else:
+            lines.append(f"Waiting for Player {self.current_player} to act.")
+        return "\n".join(lines)
+
+    def _extra_info(self) -> dict[str, Any]:
+        return {"chips": dict(getattr(self, "chips", {})), "round": getattr(self, "round", 0)}
+
+
+def _check_deals(deals: Sequence[tuple[str, str]], rounds: int) -> None:
+    if len(deals) < rounds:
+        raise ValueError(f"deals has {len(deals)} rounds, need {rounds}")
+    for deal in deals:
+        if len(deal) != 2 or deal[0] == deal[1] or not set(deal) <= set(CARDS):
+            raise ValueError(f"bad deal {deal!r}: two different cards from {CARDS}")

@@ -1,0 +1,116 @@
+"""Non-model opponents and the bookkeeping for model-backed ones.
+
+Model-backed opponents (a frozen checkpoint, a pool of past checkpoints) are run by the
+training loop, which owns the models; this module only decides *which* checkpoint and
+*which seat*, so that logic is testable without a model.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any, Protocol
+
+from games.actions import bracketed_tokens, is_placeholder
+from games.base import Game
+
+MODEL = "model"
+OPPONENT = "opponent"
+# Last resort for a free-form game that shows no bracketed token at all.
+FALLBACK_GUESS = "[pass]"
+
+
+class Opponent(Protocol):
+    """Something that picks `player`'s next action in `game`."""
+
+    def act(self, game: Game, player: int) -> str: ...
+
+
+def candidate_actions(game: Game, player: int) -> list[str]:
+    """Best-known options: exact legal actions, else the game's examples, else a guess.
+
+    The guess is every bracketed token the player can see, which for TextArena games
+    usually includes the moves named in the rules; an invalid guess just loses the game.
+    """
+    legal = game.legal_actions(player)
+    if legal:
+        return legal
+    examples = getattr(game, "example_actions", None)
+    if callable(examples):
+        found = examples(player)
+        if found:
+            return list(found)
+    tokens = list(dict.fromkeys(bracketed_tokens(game.observation(player))))
+    playable = [token for token in tokens if not is_placeholder(token)]
+    return playable or tokens or [FALLBACK_GUESS]
+
+
+class RandomOpponent:
+    """Uniformly random among `candidate_actions` (SPIRAL's "fixed random opponent")."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+
+    def act(self, game: Game, player: int) -> str:
+        return self.rng.choice(candidate_actions(game, player))
+
+
+class CheckpointPool:
+    """Which past checkpoints an opponent may be drawn from (FIFO, e.g. size 25).
+
+    A checkpoint joins every `refresh_every` steps; when full, the oldest leaves.
+    """
+
+    def __init__(self, size: int = 25, refresh_every: int = 5) -> None:
+        if size < 1 or refresh_every < 1:
+            raise ValueError("CheckpointPool needs size >= 1 and refresh_every >= 1")
+        self.size = size
+        self.refresh_every = refresh_every
+        self._pool: deque[tuple[int, str]] = deque(maxlen=size)
+
+    def maybe_add(self, step: int, ckpt_id: str) -> bool:
+        """Add `ckpt_id` if `step` is a refresh step; return whether it was added."""
+        if step % self.refresh_every != 0 or ckpt_id in self:
+            return False
+        self._pool.append((step, ckpt_id))  # deque(maxlen) evicts the oldest
+        return True
+
+    def sample(self, rng: random.Random) -> str:
+        if not self._pool:
+            raise LookupError("CheckpointPool is empty: add a checkpoint before sampling")
+        return rng.choice(self._pool)[1]
+
+    @property
+    def ids(self) -> list[str]:
+        """Checkpoint ids, oldest first."""
+        return [ckpt for _, ckpt in self._pool]
+
+    def __len__(self) -> int:
+        return len(self._pool)
+
+    def __contains__(self, ckpt_id: object) -> bool:
+        return any(ckpt == ckpt_id for _, ckpt in self._pool)
+
+    def state_dict(self) -> dict[str, Any]:
+        """For checkpoints: resuming must restore the same pool."""
+        return {
+            "size": self.size,
+            "refresh_every": self.refresh_every,
+            "entries": [list(entry) for entry in self._pool],
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> CheckpointPool:
+        pool = cls(size=state["size"], refresh_every=state["refresh_every"])
+        for step, ckpt in state["entries"]:
+            pool._pool.append((int(step), str(ckpt)))
+        return pool
+
+
+def assign_seats(rng: random.Random, num_players: int = 2) -> dict[int, str]:
+    """Seat -> "model" / "opponent", the model's seat drawn at random for each game.
+
+    Random seats stop the model from learning only one side of an asymmetric game.
+    """
+    model_seat = rng.randrange(num_players)
+    return {seat: MODEL if seat == model_seat else OPPONENT for seat in range(num_players)}

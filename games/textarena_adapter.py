@@ -1,0 +1,227 @@
+"""Any two-player TextArena environment behind the `Game` protocol, with no per-game code.
+
+TextArena facts this relies on (textarena 0.7.4, read from its source):
+- `ta.make(id)` already applies the id's default wrappers; wrapping again raises.
+- The state object (`env.state`, a `TwoPlayerState` for most games) is created anew in
+  `env.reset`, so `error_allowance` must be set to 0 *after* every reset. With allowance 0,
+  `state.set_invalid_move` ends the game at the first invalid move and sets
+  `state.game_info[pid]["invalid_move"] = True` for the offender.
+- `env.get_observation()` *drains* the pending messages of the current player, so it is
+  called exactly once per turn here and the rendered text is cached.
+- Observations are strings with the default LLM wrappers, but a list of
+  (sender, message, type) tuples for "-raw" ids; both are rendered to text.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from games.actions import legal_actions_from_text
+from games.base import DEFAULT_MAX_TURNS, GameOverError, StepResult, zero_sum_outcome
+
+TEXTARENA_PREFIX = "textarena:"
+
+
+def _textarena() -> Any:
+    """Import textarena on first use: it pulls in nltk and takes about a second."""
+    return importlib.import_module("textarena")
+
+
+def textarena_ids() -> list[str]:
+    """Every id in textarena's registry (not all are two-player or work offline)."""
+    return sorted(_textarena().envs.registration.ENV_REGISTRY)
+
+
+def render_observation(observation: Any) -> str:
+    """TextArena observation (string, or list of (sender, message[, type])) as text."""
+    if observation is None:
+        return ""
+    if isinstance(observation, str):
+        return observation
+    lines = []
+    for item in observation:
+        if isinstance(item, (tuple, list)) and len(item) >= 2:
+            sender, message = item[0], item[1]
+            name = "GAME" if sender == -1 else f"Player {sender}"
+            lines.append(f"[{name}] {message}")
+        else:
+            lines.append(str(item))
+    return "\n".join(lines)
+
+
+class TextArenaGame:
+    """One TextArena id as a `Game`. Invalid moves end the game (error allowance 0)."""
+
+    num_players = 2
+
+    def __init__(self, env_id: str, max_turns: int = DEFAULT_MAX_TURNS) -> None:
+        self.env_id = env_id
+        self.id = TEXTARENA_PREFIX + env_id
+        self.max_turns = max_turns
+        self.env: Any = None
+        self._clear()
+
+    def _clear(self) -> None:
+        self.current_player = 0
+        self.turn = 0
+        self.done = False
+        self.winner: int | None = None
+        self.reason = ""
+        self.invalid_move_by: int | None = None
+        self.truncated = False
+        self.env_error: str | None = None
+        self.raw_rewards: dict[int, float] | None = None
+        self._seen: dict[int, str] = {}
+        self._invalid_calls: list[tuple[int, str]] = []  # (player, reason) per call
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def reset(self, seed: int) -> None:
+        self._clear()
+        # A fresh env per game: some envs keep state across resets (wrappers' histories).
+        self.env = _textarena().make(self.env_id)
+        self.env.reset(num_players=self.num_players, seed=seed)
+        self.env.state.error_allowance = 0  # the state is rebuilt by reset, so set it now
+        self._record_invalid_moves(self.env.state)
+        self._observe()
+
+    def _record_invalid_moves(self, state: Any) -> None:
+        """Note who the game calls invalid and why, whatever the game does next.
+
+        Games on multi-player states (e.g. Liar's Dice) eliminate the offender and then
+        overwrite the reason with the final ranking; recording the call keeps the real one.
+        """
+        original = state.set_invalid_move
+
+        def set_invalid_move(*args: Any, **kwargs: Any) -> Any:
+            reason = kwargs.get("reason", args[0] if args else "")
+            self._invalid_calls.append((int(state.current_player_id), str(reason or "")))
+            return original(*args, **kwargs)
+
+        state.set_invalid_move = set_invalid_move
+
+    def _observe(self) -> None:
+        """Fetch the next player's observation (once: get_observation drains messages)."""
+        player, observation = self.env.get_observation()
+        self.current_player = int(player)
+        self._seen[self.current_player] = render_observation(observation)
+
+    def step(self, action: str) -> StepResult:
+        if self.done:
+            raise GameOverError(f"{self.id}: step() called on a finished game")
+        actor = self.current_player
+        flagged_before = self._invalid_flags()
+        self._invalid_calls.clear()
+        self.turn += 1  # counts every submitted action, valid or not
+        try:
+            done, _ = self.env.step(action)
+        except Exception as error:  # a buggy env must not take the whole batch down
+            # Flagged as env_error so a training loop can drop the episode instead.
+            self.env_error = f"{type(error).__name__}: {error}"
+            return self._invalid(actor, f"the game raised {self.env_error}")
+        offender, why = self._offender(flagged_before, actor)
+        if offender is not None:
+            return self._invalid(offender, why)
+        if done:
+            self._finish_from_env()
+        elif self.turn >= self.max_turns:
+            self.truncated = True
+            self._end(None, f"turn limit of {self.max_turns} turns reached: draw")
+        else:
+            self._observe()
+        return StepResult(valid=True, done=self.done, reason=self.reason if self.done else "")
+
+    # ---- invalid moves -----------------------------------------------------------------
+    def _invalid_flags(self) -> set[int]:
+        game_info = getattr(self.env.state, "game_info", None) or {}
+        return {
+            pid
+            for pid, data in game_info.items()
+            if isinstance(data, dict) and data.get("invalid_move")
+        }
+
+    def _offender(self, flagged_before: set[int], actor: int) -> tuple[int | None, str]:
+        """Who broke the rules in this step, and why: (None, "") if nobody did.
+
+        Two signals, because games differ: a `set_invalid_move` call during the step, and
+        the `game_info[pid]["invalid_move"]` flag the states set when allowance runs out.
+        """
+        if self._invalid_calls:
+            player, reason = self._invalid_calls[0]
+            return player, reason or "invalid move"
+        fresh = self._invalid_flags() - flagged_before
+        if not fresh:
+            return None, ""
+        player = actor if actor in fresh else min(fresh)
+        return player, self._state_reason(player) or "invalid move"
+
+    def _state_reason(self, player: int) -> str:
+        game_info = getattr(self.env.state, "game_info", None) or {}
+        data = game_info.get(player, {})
+        return str(data.get("reason") or "") if isinstance(data, dict) else ""
+
+    def _invalid(self, offender: int, why: str) -> StepResult:
+        self.invalid_move_by = offender
+        self._end(1 - offender, f"Player {offender} made an invalid move: {why}")
+        return StepResult(valid=False, done=True, reason=why, info=self._step_info())
+
+    # ---- endings -----------------------------------------------------------------------
+    def _finish_from_env(self) -> None:
+        rewards, game_info = self.env.close()
+        rewards = {int(pid): float(value) for pid, value in (rewards or {}).items()}
+        self.raw_rewards = rewards
+        reasons = [str(d.get("reason")) for d in (game_info or {}).values() if d.get("reason")]
+        reason = reasons[0] if reasons else "game over"
+        self._end(self._winner_from_rewards(rewards), reason)
+
+    @staticmethod
+    def _winner_from_rewards(rewards: dict[int, float]) -> int | None:
+        """Higher reward wins; equal (or missing) rewards are a draw."""
+        r0, r1 = rewards.get(0, 0.0), rewards.get(1, 0.0)
+        if r0 == r1:
+            return None
+        return 0 if r0 > r1 else 1
+
+    def _end(self, winner: int | None, reason: str) -> None:
+        self.done = True
+        self.winner = winner
+        self.reason = reason
+
+    def outcome(self) -> dict[int, float]:
+        if not self.done:
+            raise GameOverError(f"{self.id}: outcome() called before the game ended")
+        return zero_sum_outcome(self.winner)
+
+    # ---- what players see ----------------------------------------------------------------
+    def observation(self, player: int) -> str:
+        """Latest text `player` was shown (the current player's is always up to date).
+
+        TextArena only renders an observation for the player about to act, so the other
+        player's text is the one from their last turn.
+        """
+        return self._seen.get(player, "")
+
+    def legal_actions(self, player: int) -> list[str] | None:
+        """Moves listed in the player's latest observation, or None (the game judges).
+
+        [] when it is not `player`'s turn or the game is over: nothing is playable then.
+        """
+        if self.done or player != self.current_player:
+            return []
+        return legal_actions_from_text(self.observation(player))
+
+    def _step_info(self) -> dict[str, Any]:
+        return {"env_error": self.env_error} if self.env_error else {}
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return {
+            "game": self.id,
+            "winner": self.winner,
+            "reason": self.reason,
+            "invalid_move_by": self.invalid_move_by,
+            "truncated": self.truncated,
+            "turns": self.turn,
+            "raw_rewards": self.raw_rewards,
+            "env_error": self.env_error,
+        }

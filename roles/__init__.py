@@ -1,0 +1,83 @@
+"""Role prompts: one YAML file per role in ``roles/prompts/`` and a tiny loader/renderer.
+
+A role file holds ``system`` text (optional), a ``user`` template (Jinja2: ``{{ question }}``;
+braces such as ``\\boxed{}`` stay literal), and ``answer_format`` (documentation for readers and
+analysis scripts). Add a role by adding a file; name it in an experiment's ``roles:`` section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+import yaml
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+
+
+class RolePromptError(ValueError):
+    """A role prompt file is missing, malformed, or rendered without a field it needs."""
+
+
+@dataclass(frozen=True)
+class RolePrompt:
+    name: str
+    user: str
+    system: str | None = None
+    answer_format: str = "boxed"
+    description: str = ""
+
+    def render(self, **fields: object) -> list[dict[str, str]]:
+        """Chat messages for this role with ``fields`` filled into the templates."""
+        try:
+            messages = []
+            if self.system:
+                messages.append(
+                    {"role": "system", "content": _ENV.from_string(self.system).render(**fields)}
+                )
+            messages.append(
+                {"role": "user", "content": _ENV.from_string(self.user).render(**fields)}
+            )
+        except jinja2.UndefinedError as exc:
+            raise RolePromptError(f"role prompt {self.name!r}: {exc.message}") from exc
+        return messages
+
+
+def list_roles() -> list[str]:
+    return sorted(p.stem for p in PROMPTS_DIR.glob("*.yaml"))
+
+
+@lru_cache(maxsize=64)
+def load_role(name_or_path: str) -> RolePrompt:
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = PROMPTS_DIR / f"{name_or_path}.yaml"
+    if not path.exists():
+        raise RolePromptError(
+            f"unknown role prompt {name_or_path!r} (known: {', '.join(list_roles())})"
+        )
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise RolePromptError(f"{path}: malformed YAML: {exc}") from exc
+    if not isinstance(data, dict) or "user" not in data:
+        raise RolePromptError(f"{path}: a role prompt needs a `user` template")
+    unknown = set(data) - {"name", "user", "system", "answer_format", "description"}
+    if unknown:
+        raise RolePromptError(f"{path}: unknown key {sorted(unknown)[0]!r}")
+    try:
+        _ENV.parse(data["user"])
+        if data.get("system"):
+            _ENV.parse(data["system"])
+    except jinja2.TemplateSyntaxError as exc:
+        raise RolePromptError(f"{path}: template error line {exc.lineno}: {exc.message}") from exc
+    return RolePrompt(
+        name=data.get("name", path.stem),
+        user=data["user"],
+        system=data.get("system"),
+        answer_format=data.get("answer_format", "boxed"),
+        description=data.get("description", ""),
+    )

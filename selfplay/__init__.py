@@ -1,0 +1,1 @@
+"""Self-play and automatic curricula for language models."""

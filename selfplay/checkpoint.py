@@ -1,0 +1,81 @@
+"""Atomic, resumable checkpoints: learner weights and optimizer, RNG states, loop state.
+
+``checkpoints/step-N/`` holds everything needed to start step N. It is written into a hidden
+temporary folder and renamed into place, then ``checkpoints/latest`` is replaced atomically,
+so a crash at any moment leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def rng_state() -> dict:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+
+
+def restore_rng(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+class Checkpointer:
+    def __init__(self, run_dir: Path, keep: int = 2) -> None:
+        self.root = run_dir / "checkpoints"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.keep = keep
+
+    def save(self, next_step: int, state: dict) -> Path:
+        target = self.root / f"step-{next_step:06d}"
+        tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".tmp-"))
+        torch.save(state, tmp / "state.pt")
+        (tmp / "meta.json").write_text(json.dumps({"next_step": next_step}))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+        write_text_atomic(self.root / "latest", target.name)
+        self._prune()
+        return target
+
+    def latest(self) -> Path | None:
+        pointer = self.root / "latest"
+        if not pointer.exists():
+            return None
+        path = self.root / pointer.read_text().strip()
+        return path if (path / "state.pt").exists() else None
+
+    def load(self) -> tuple[int, dict] | None:
+        path = self.latest()
+        if path is None:
+            return None
+        meta = json.loads((path / "meta.json").read_text())
+        return meta["next_step"], torch.load(path / "state.pt", weights_only=False)
+
+    def _prune(self) -> None:
+        steps = sorted(p for p in self.root.glob("step-*") if p.is_dir())
+        for old in steps[: -self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        for tmp in self.root.glob(".tmp-*"):
+            shutil.rmtree(tmp, ignore_errors=True)

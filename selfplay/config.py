@@ -1,0 +1,247 @@
+"""Experiment configs: YAML files validated into typed pydantic models, with dotted overrides.
+
+Every error a user can make (unknown key, wrong type, missing file, malformed YAML) becomes a
+``UserError`` whose message is one line naming the file and the key; the CLI exits with code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from selfplay.errors import UserError
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(Strict):
+    path: str = "embedded"  # embedded | tiny-random | local folder | hub id
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+
+
+class EngineConfig(Strict):
+    backend: Literal["hf", "vllm"] = "hf"
+    max_batch_size: int = Field(64, ge=1)
+    device: str | None = None
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1)  # vllm only
+    max_model_len: int = Field(4096, ge=128)  # vllm only
+
+
+class SamplingConfig(Strict):
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(64, ge=1)
+
+
+class LoraConfig(Strict):
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
+
+
+class TrainConfig(Strict):
+    steps: int = Field(20, ge=1)
+    lr: float = Field(1e-5, gt=0)
+    loss: Literal["grpo", "drgrpo", "rloo", "reinforce", "cispo"] = "drgrpo"
+    aggregation: (
+        Literal["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean", "prompt-level"]
+        | None
+    ) = None  # None: the loss preset's default
+    eps_low: float = Field(0.2, ge=0)
+    eps_high: float = Field(0.28, ge=0)
+    cispo_eps_max: float = Field(5.0, gt=0)
+    tis_cap: float | None = Field(2.0, gt=0)  # None disables TIS
+    epochs: int = Field(1, ge=1)
+    micro_batch_size: int = Field(8, ge=1)
+    logprob_chunk_size: int = Field(1024, ge=16)
+    max_grad_norm: float = Field(1.0, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    finetune: Literal["lora", "full"] = "lora"
+    lora: LoraConfig = LoraConfig()
+    gradient_checkpointing: bool = False
+
+
+class AdvantageConfig(Strict):
+    estimator: Literal["auto", "grpo", "drgrpo", "rloo", "reinforce", "rae"] = "auto"
+    rae_alpha: float = Field(0.95, ge=0, le=1)
+    rae_order: Literal["paper", "code"] = "paper"
+    adpo: bool = False
+    adpo_floor: float = Field(0.6, ge=0, le=1)
+
+
+class RoleConfig(Strict):
+    prompt: str  # a YAML file name in roles/prompts (without .yaml) or a path
+    adapter: Literal["shared", "own"] = "shared"
+    temperature: float | None = Field(None, ge=0)  # None: sampling.temperature
+
+    def adapter_name(self, role: str) -> str:
+        return role if self.adapter == "own" else "shared"
+
+
+class LoggingConfig(Strict):
+    wandb: Literal["offline", "online", "disabled"] = "offline"
+    project: str = "selfplay"
+    progress: bool = True
+
+
+class CheckpointConfig(Strict):
+    every: int = Field(1, ge=1)
+    keep: int = Field(2, ge=1)
+
+
+class ClusterConfig(Strict):
+    backend: Literal["local", "ray"] = "local"
+    address: str | None = None
+
+
+class TaskSpec(Strict):
+    name: str  # a reasoning-gym dataset name
+    weight: float = Field(1.0, gt=0)
+    config: dict[str, Any] = {}
+
+
+class RlvrConfig(Strict):
+    tasks: list[TaskSpec]
+    dataset_size: int = Field(64, ge=1)  # a small fixed set → the "sanity check" setting
+    prompts_per_step: int = Field(4, ge=1)
+    group_size: int = Field(8, ge=2)
+    lenient: bool = True  # accept the last number when no \boxed{} is given
+    format_reward: float = Field(0.0, ge=0)  # bonus for a \boxed{} answer
+    eval_size: int = Field(32, ge=0)
+    eval_every: int = Field(0, ge=0)  # 0: only before and after training
+
+
+class ExperimentConfig(Strict):
+    name: str
+    description: str = ""
+    loop: Literal["rlvr", "spiral"]
+    seed: int = 0
+    run_dir: str = "runs"
+    model: ModelConfig = ModelConfig()
+    engine: EngineConfig = EngineConfig()
+    sampling: SamplingConfig = SamplingConfig()
+    train: TrainConfig = TrainConfig()
+    advantage: AdvantageConfig = AdvantageConfig()
+    roles: dict[str, RoleConfig]
+    logging: LoggingConfig = LoggingConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    rlvr: RlvrConfig | None = None
+
+    @model_validator(mode="after")
+    def _loop_section_present(self) -> ExperimentConfig:
+        if getattr(self, self.loop, None) is None:
+            raise ValueError(f"loop {self.loop!r} needs a `{self.loop}:` section")
+        if self.train.finetune == "full" and any(r.adapter == "own" for r in self.roles.values()):
+            raise ValueError("roles with `adapter: own` need train.finetune: lora")
+        return self
+
+    def adapters(self) -> list[str]:
+        """Adapter names the engine and learner hold, in a stable order."""
+        names = {role.adapter_name(name) for name, role in self.roles.items()}
+        return sorted(names)
+
+
+# ---------------------------------------------------------------------- loading
+def experiments_dir() -> Path:
+    """The experiments/ folder of the checkout this package runs from (editable install)."""
+    return Path(__file__).resolve().parent.parent / "experiments"
+
+
+def list_experiments() -> list[str]:
+    return sorted(p.stem for p in experiments_dir().glob("*.yaml"))
+
+
+def find_experiment(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.exists():
+            raise UserError(f"experiment file {path} does not exist")
+        return path
+    candidate = experiments_dir() / f"{name_or_path}.yaml"
+    if not candidate.exists():
+        known = ", ".join(list_experiments()) or "none"
+        raise UserError(f"unknown experiment {name_or_path!r} (known: {known})")
+    return candidate
+
+
+def read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise UserError(f"{path}: file not found") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{path}:{where} malformed YAML: {problem}") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: an experiment must be a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def apply_override(data: dict, override: str) -> None:
+    """``a.b.c=value`` sets data[a][b][c] = YAML-parsed value (so 1e-5, true, [1, 2] work)."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise UserError(f"override {override!r} must look like key.path=value")
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError:
+        value = raw
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise UserError(f"override {key}: {part} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _one_line(exc: ValidationError, source: str) -> str:
+    error = exc.errors()[0]
+    key = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-after"))
+    if error["type"] == "extra_forbidden":
+        return f"{source}: unknown key {key!r}"
+    if error["type"] == "missing":
+        return f"{source}: missing key {key!r}"
+    got = error.get("input")
+    got_text = f" (got {got!r})" if not isinstance(got, dict | list) else ""
+    where = f"key {key!r}: " if key else ""
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{source}: {where}{error['msg']}{got_text}{more}"
+
+
+def validate(data: dict, source: str) -> ExperimentConfig:
+    try:
+        return ExperimentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(_one_line(exc, source)) from exc
+
+
+def load_experiment(name_or_path: str, overrides: list[str] | None = None) -> ExperimentConfig:
+    path = find_experiment(name_or_path)
+    data = read_yaml(path)
+    data.setdefault("name", path.stem)
+    for override in overrides or []:
+        apply_override(data, override)
+    return validate(data, str(path))
+
+
+def dump(config: ExperimentConfig) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,279 @@
+"""The ``hf`` engine: batched sampling with transformers on CPU or GPU.
+
+What it adds over ``model.generate``:
+
+- per-token log-probs of the sampled tokens under the *temperature-scaled* distribution
+  (log softmax(logits / T), before top-p truncation), which is exactly what the learner
+  recomputes, so TIS and the mismatch metric compare like with like;
+- several named LoRA adapters on one base model, mixed in one batch (peft's ``adapter_names``);
+- finished rows are dropped from the batch and its KV cache at once (``batch_select_indices``),
+  so a batch costs what its live rows cost, not what its longest row costs;
+- prompts sorted by length so rows of similar length share a batch (less padding);
+- stop strings checked on a short decoded tail, never on the whole text at every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from selfplay.models import load_causal_lm, load_tokenizer
+from selfplay.types import Completion, Request
+
+BASE_ADAPTER = "base"  # requests for this adapter run on the bare base model
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA shape shared by the learner and every engine so weights sync one to one."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
+
+    def peft_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=list(self.target_modules),
+            task_type="CAUSAL_LM",
+        )
+
+
+def attach_adapters(model, lora: LoraSpec, adapters: list[str]):
+    """Wrap ``model`` in peft with one LoRA adapter per name (lora_B = 0: starts as the base)."""
+    from peft import get_peft_model
+
+    peft_model = get_peft_model(model, lora.peft_config(), adapter_name=adapters[0])
+    for name in adapters[1:]:
+        peft_model.add_adapter(name, lora.peft_config())
+    return peft_model
+
+
+@dataclass
+class _Row:
+    """Bookkeeping for one live sequence during decoding."""
+
+    index: int  # position in the caller's request list
+    prompt_ids: list[int]
+    adapter: str
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    stop: tuple[str, ...]
+    tokens: list[int]
+    logprobs: list[float]
+    finish_reason: str | None = None
+    stop_string: str | None = None
+
+
+class HFEngine:
+    """Batched generation on a transformers model; implements ``selfplay.engines.base.Engine``."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        dtype: str = "float32",
+        lora: LoraSpec | None = None,
+        adapters: list[str] | None = None,
+        max_batch_size: int = 64,
+        seed: int = 0,
+        device: str | None = None,
+    ) -> None:
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.tokenizer = load_tokenizer(model_path)
+        model = load_causal_lm(model_path, dtype)
+        self.adapters = list(adapters or [])
+        if lora is not None and self.adapters:
+            model = attach_adapters(model, lora, self.adapters)
+        self.model = model.to(self.device).eval()
+        self.max_batch_size = max_batch_size
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.eos_ids = self._eos_ids()
+        self.pad_id = self.tokenizer.pad_token_id
+
+    # ------------------------------------------------------------------ protocol
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        rows = [self._row(i, request) for i, request in enumerate(requests)]
+        rows.sort(key=lambda row: len(row.prompt_ids))  # similar lengths share a batch
+        for start in range(0, len(rows), self.max_batch_size):
+            self._decode_batch(rows[start : start + self.max_batch_size])
+        rows.sort(key=lambda row: row.index)
+        return [self._completion(row) for row in rows]
+
+    def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor]) -> None:
+        """Install one adapter's LoRA tensors (peft names), or full weights when adapter is None."""
+        if adapter is None:
+            self.model.load_state_dict(weights, strict=False)
+            return
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(self.model, weights, adapter_name=adapter)
+        unexpected = [k for k in result.unexpected_keys if "lora_" in k]
+        if unexpected:
+            raise ValueError(f"adapter {adapter!r}: unexpected LoRA keys, e.g. {unexpected[0]}")
+
+    def add_adapter(self, adapter: str) -> None:
+        if adapter not in self.adapters:
+            raise ValueError(f"adapter {adapter!r} was not declared when the engine was built")
+
+    def close(self) -> None:
+        del self.model
+
+    # ------------------------------------------------------------------ helpers
+    def encode(self, request: Request) -> list[int]:
+        if request.prompt_ids is not None:
+            return list(request.prompt_ids)
+        text = self.tokenizer.apply_chat_template(
+            request.messages, add_generation_prompt=True, tokenize=False
+        )
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    def _eos_ids(self) -> set[int]:
+        ids = {self.tokenizer.eos_token_id}
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        ids.update(eos if isinstance(eos, list) else [eos])
+        return {i for i in ids if i is not None}
+
+    def _row(self, index: int, request: Request) -> _Row:
+        sampling = request.sampling
+        adapter = request.adapter if request.adapter in self.adapters else BASE_ADAPTER
+        return _Row(
+            index=index,
+            prompt_ids=self.encode(request),
+            adapter=adapter,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_new_tokens=sampling.max_new_tokens,
+            stop=tuple(sampling.stop),
+            tokens=[],
+            logprobs=[],
+        )
+
+    def _completion(self, row: _Row) -> Completion:
+        return Completion(
+            text=self.tokenizer.decode(row.tokens, skip_special_tokens=True),
+            prompt_ids=row.prompt_ids,
+            token_ids=row.tokens,
+            logprobs=row.logprobs,
+            finish_reason=row.finish_reason or "length",
+            stop_string=row.stop_string,
+        )
+
+    def _forward_kwargs(self, rows: list[_Row]) -> dict:
+        """peft mixes adapters per row with ``adapter_names``; one adapter uses set_adapter."""
+        if not self.adapters:
+            return {}
+        names = [row.adapter for row in rows]
+        if len(set(names)) == 1 and names[0] != BASE_ADAPTER:
+            self.model.set_adapter(names[0])
+            return {}
+        return {"adapter_names": ["__base__" if n == BASE_ADAPTER else n for n in names]}
+
+    @torch.inference_mode()
+    def _decode_batch(self, rows: list[_Row]) -> None:
+        width = max(len(row.prompt_ids) for row in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):  # left padding keeps every row's last token at the end
+            input_ids[i, width - len(row.prompt_ids) :] = torch.tensor(row.prompt_ids)
+            attention[i, width - len(row.prompt_ids) :] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        live = list(rows)
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        kwargs = self._forward_kwargs(live)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+            **kwargs,
+        )
+        logits = out.logits[:, -1, :]
+        next_positions = positions[:, -1:] + 1
+        while True:
+            tokens = self._sample(logits, live)
+            keep = [i for i, row in enumerate(live) if row.finish_reason is None]
+            if not keep:
+                return
+            if len(keep) < len(live):  # drop finished rows from batch and cache
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                attention, tokens = attention[index], tokens[index]
+                next_positions = next_positions[index]
+                live = [live[i] for i in keep]
+                kwargs = self._forward_kwargs(live)
+            attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
+            out = self.model(
+                input_ids=tokens[:, None],
+                attention_mask=attention,
+                position_ids=next_positions,
+                past_key_values=cache,
+                use_cache=True,
+                **kwargs,
+            )
+            logits = out.logits[:, -1, :]
+            next_positions = next_positions + 1
+
+    def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:
+        """Sample one token per row; record its log-prob; mark rows that finished."""
+        logits = logits.float()
+        temps = torch.tensor([max(r.temperature, 1e-6) for r in rows], device=logits.device)
+        greedy = torch.tensor([r.temperature == 0.0 for r in rows], device=logits.device)
+        scaled = logits / torch.where(greedy, torch.ones_like(temps), temps)[:, None]
+        logprobs = torch.log_softmax(scaled, dim=-1)
+        probs = _top_p_filter(logprobs.exp(), [r.top_p for r in rows])
+        sampled = torch.multinomial(probs, 1, generator=self.generator).squeeze(1)
+        tokens = torch.where(greedy, logprobs.argmax(-1), sampled)
+        chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
+        for row, token, logprob in zip(rows, tokens.tolist(), chosen.tolist(), strict=True):
+            row.tokens.append(token)
+            row.logprobs.append(logprob)
+            self._check_finished(row)
+        return tokens
+
+    def _check_finished(self, row: _Row) -> None:
+        if row.tokens[-1] in self.eos_ids:
+            row.finish_reason = "stop"
+        elif row.stop and (hit := self._stop_hit(row)):
+            row.finish_reason, row.stop_string = "stop", hit
+        elif len(row.tokens) >= row.max_new_tokens:
+            row.finish_reason = "length"
+
+    def _stop_hit(self, row: _Row) -> str | None:
+        """Decode only a short tail: we check after every token, so any stop string present in
+        the tail appeared with the newest token (an older one would have stopped us already)."""
+        tail_tokens = max(len(s) for s in row.stop) + 4
+        tail = self.tokenizer.decode(row.tokens[-tail_tokens:], skip_special_tokens=True)
+        return next((stop for stop in row.stop if stop in tail), None)
+
+
+def _top_p_filter(probs: torch.Tensor, top_ps: list[float]) -> torch.Tensor:
+    """Zero out tokens outside each row's nucleus (rows with top_p = 1 are left untouched)."""
+    if all(p >= 1.0 for p in top_ps):
+        return probs
+    top_p = torch.tensor(top_ps, device=probs.device)[:, None]
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    outside = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the token that crosses p
+    sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+    return torch.zeros_like(probs).scatter(1, order, sorted_probs)

@@ -1,0 +1,119 @@
+"""What every loop shares: role prompts → requests, advantages per role, state for checkpoints.
+
+A loop is one file that plays episodes (``collect``), scores them, and says how to evaluate the
+policy. It never calls a model directly: it awaits ``policy(request)``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from roles import RolePrompt, load_role
+from selfplay.advantages import RAEBaseline, apply_adpo, group_relative_samples, rae_samples
+from selfplay.config import ExperimentConfig
+from selfplay.losses import LOSS_PRESETS
+from selfplay.scheduler import BatchingPolicy
+from selfplay.types import Completion, Episode, Request, Sample, SamplingParams, Turn
+
+
+class Loop:
+    name = "base"
+    default_estimator = "group"  # "group": the loss preset's group estimator; "rae": SPIRAL
+
+    def __init__(self, config: ExperimentConfig) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.prompts: dict[str, RolePrompt] = {
+            role: load_role(spec.prompt) for role, spec in config.roles.items()
+        }
+        self.baseline = RAEBaseline(config.advantage.rae_alpha, config.advantage.rae_order)
+
+    # ---------------------------------------------------------------- requests
+    def request(
+        self, role: str, greedy: bool = False, stop: tuple[str, ...] = (), **fields: Any
+    ) -> Request:
+        spec = self.config.roles[role]
+        return Request(
+            role=role,
+            messages=self.prompts[role].render(**fields),
+            adapter=spec.adapter_name(role),
+            sampling=self.sampling(role, greedy, stop),
+        )
+
+    def sampling(
+        self, role: str, greedy: bool = False, stop: tuple[str, ...] = ()
+    ) -> SamplingParams:
+        spec, base = self.config.roles[role], self.config.sampling
+        temperature = (
+            0.0
+            if greedy
+            else (spec.temperature if spec.temperature is not None else base.temperature)
+        )
+        return SamplingParams(
+            temperature=temperature,
+            top_p=base.top_p,
+            max_new_tokens=base.max_new_tokens,
+            stop=stop,
+            seed=self.rng.randrange(2**31),
+        )
+
+    @staticmethod
+    def turn(request: Request, completion: Completion, policy: BatchingPolicy) -> Turn:
+        prompt_text = request.messages[-1]["content"] if request.messages else ""
+        return Turn.from_completion(
+            request.role,
+            completion,
+            adapter=request.adapter,
+            prompt_text=prompt_text,
+            temperature=request.sampling.temperature,
+            policy_version=policy.version,
+        )
+
+    # ---------------------------------------------------------------- training data
+    def estimator(self) -> str:
+        chosen = self.config.advantage.estimator
+        if chosen != "auto":
+            return chosen
+        return "rae" if self.default_estimator == "rae" else LOSS_PRESETS[self.config.train.loss][1]
+
+    def samples(self, episodes: list[Episode]) -> list[Sample]:
+        """Advantages per role (group-relative within (group, role), or RAE per (env, role))."""
+        estimator = self.estimator()
+        if estimator == "rae":
+            samples = rae_samples(episodes, self.baseline)
+        else:
+            samples = group_relative_samples(episodes, estimator)
+        if self.config.advantage.adpo:
+            apply_adpo(samples, self.config.advantage.adpo_floor)
+        return samples
+
+    # ---------------------------------------------------------------- interface
+    async def collect(self, policy: BatchingPolicy, step: int) -> list[Episode]:
+        raise NotImplementedError
+
+    async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
+        return {}
+
+    def summarize(self, episodes: list[Episode]) -> dict[str, float]:
+        """Scalar metrics about one step's episodes (rewards per role, lengths...)."""
+        metrics: dict[str, float] = {}
+        roles = {role for e in episodes for role in e.rewards}
+        for role in sorted(roles):
+            values = [e.rewards[role] for e in episodes if role in e.rewards]
+            metrics[f"reward/{role}"] = sum(values) / len(values)
+        turns = [t for e in episodes for t in e.turns]
+        if turns:
+            metrics["rollout/completion_tokens"] = sum(len(t.completion_ids) for t in turns) / len(
+                turns
+            )
+            metrics["rollout/turns"] = float(len(turns))
+        return metrics
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.getstate(), "baseline": self.baseline.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        self.baseline.load_state_dict(state["baseline"])

@@ -1,0 +1,118 @@
+"""RLVR: single-role RL with verifiable rewards on offline procedural reasoning-gym tasks.
+
+Each step draws ``prompts_per_step`` tasks from a fixed set of ``dataset_size`` tasks, samples
+``group_size`` answers per task, and rewards an answer 1 when reasoning-gym's verifier (or
+Math-Verify equivalence) accepts it. With a small fixed set of easy tasks this is the "sanity
+check" setting of REFERENCE §1: the training reward must climb.
+"""
+
+from __future__ import annotations
+
+import reasoning_gym
+
+from curricula.answers import answers_equal, extract_answer
+from selfplay.errors import UserError
+from selfplay.loops.base import Loop
+from selfplay.scheduler import BatchingPolicy
+from selfplay.types import Episode
+
+ROLE = "solver"
+
+
+def build_tasks(specs, size: int, seed: int) -> list[tuple[str, dict, object]]:
+    """(family, entry, dataset) triples: a fixed, seeded set mixed by the specs' weights."""
+    total = sum(s.weight for s in specs)
+    tasks = []
+    for index, spec in enumerate(specs):
+        count = max(1, round(size * spec.weight / total))
+        try:
+            dataset = reasoning_gym.create_dataset(
+                spec.name, size=count, seed=seed + index, **spec.config
+            )
+        except Exception as exc:
+            raise UserError(f"reasoning-gym task {spec.name!r}: {exc}".splitlines()[0]) from exc
+        tasks += [(spec.name, entry, dataset) for entry in dataset]
+    return tasks
+
+
+class RlvrLoop(Loop):
+    name = "rlvr"
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        if ROLE not in config.roles:
+            raise UserError(f"the rlvr loop needs a `{ROLE}` role in `roles:`")
+        self.settings = config.rlvr
+        self.tasks = build_tasks(self.settings.tasks, self.settings.dataset_size, config.seed)
+
+    def grade(self, text: str, family: str, entry: dict, dataset) -> dict:
+        answer, boxed = extract_answer(text, lenient=self.settings.lenient)
+        score = 0.0
+        if answer is not None:
+            try:
+                score = float(dataset.score_answer(answer, entry))
+            except Exception:  # a verifier that chokes on odd model output scores it 0
+                score = 0.0
+            if score < 1.0 and answers_equal(answer, str(entry["answer"])):
+                score = 1.0
+        reward = score + (self.settings.format_reward if boxed else 0.0)
+        return {
+            "answer": answer,
+            "boxed": boxed,
+            "correct": score >= 1.0,
+            "score": score,
+            "reward": reward,
+        }
+
+    async def _episode(
+        self, policy: BatchingPolicy, task_index: int, group: str, greedy: bool = False
+    ) -> Episode:
+        family, entry, dataset = self.tasks[task_index]
+        request = self.request(ROLE, greedy=greedy, question=entry["question"])
+        completion = await policy(request)
+        grade = self.grade(completion.text, family, entry, dataset)
+        return Episode(
+            loop=self.name,
+            env=family,
+            turns=[self.turn(request, completion, policy)],
+            rewards={ROLE: grade["reward"]},
+            group_id=group,
+            info={
+                "task": task_index,
+                "question": entry["question"],
+                "gold": str(entry["answer"]),
+                **{k: v for k, v in grade.items() if k != "reward"},
+            },
+        )
+
+    async def collect(self, policy: BatchingPolicy, step: int) -> list[Episode]:
+        chosen = self.rng.sample(
+            range(len(self.tasks)), min(self.settings.prompts_per_step, len(self.tasks))
+        )
+        coroutines = [
+            self._episode(policy, index, f"s{step}-t{index}")
+            for index in chosen
+            for _ in range(self.settings.group_size)
+        ]
+        return await policy.gather(coroutines)
+
+    async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
+        """Greedy accuracy on the first ``eval_size`` tasks of the fixed set."""
+        count = min(self.settings.eval_size, len(self.tasks))
+        if count == 0:
+            return {}
+        episodes = await policy.gather(
+            self._episode(policy, i, f"eval-{i}", greedy=True) for i in range(count)
+        )
+        return {
+            "eval/accuracy": sum(e.info["correct"] for e in episodes) / count,
+            "eval/boxed_rate": sum(e.info["boxed"] for e in episodes) / count,
+        }
+
+    def summarize(self, episodes: list[Episode]) -> dict[str, float]:
+        metrics = super().summarize(episodes)
+        n = max(len(episodes), 1)
+        metrics["rollout/accuracy"] = sum(e.info["correct"] for e in episodes) / n
+        metrics["rollout/boxed_rate"] = sum(e.info["boxed"] for e in episodes) / n
+        metrics["rollout/answered_rate"] = sum(e.info["answer"] is not None for e in episodes) / n
+        return metrics

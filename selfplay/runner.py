@@ -1,0 +1,232 @@
+"""The runner: builds the pieces an experiment names and runs the outer loop of DESIGN.md."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import torch
+
+from selfplay.advantages import drop_zero_advantage
+from selfplay.checkpoint import Checkpointer, restore_rng, rng_state
+from selfplay.config import ExperimentConfig, dump, read_yaml, validate
+from selfplay.engines.hf import HFEngine, LoraSpec
+from selfplay.errors import UserError
+from selfplay.learner import Learner, LearnerSettings
+from selfplay.loops import make_loop
+from selfplay.loops.base import Loop
+from selfplay.losses import LOSS_PRESETS
+from selfplay.models import resolve_model_path
+from selfplay.scheduler import BatchingPolicy
+from selfplay.tracking import RunLogger, console, read_metrics
+
+
+def lora_spec(config: ExperimentConfig) -> LoraSpec | None:
+    if config.train.finetune == "full":
+        return None
+    lora = config.train.lora
+    return LoraSpec(
+        r=lora.r, alpha=lora.alpha, dropout=lora.dropout, target_modules=tuple(lora.target_modules)
+    )
+
+
+def learner_settings(config: ExperimentConfig) -> LearnerSettings:
+    train = config.train
+    objective, _, default_aggregation = LOSS_PRESETS[train.loss]
+    return LearnerSettings(
+        lr=train.lr,
+        weight_decay=train.weight_decay,
+        max_grad_norm=train.max_grad_norm,
+        objective=objective,
+        aggregation=train.aggregation or default_aggregation,
+        eps_low=train.eps_low,
+        eps_high=train.eps_high,
+        cispo_eps_max=train.cispo_eps_max,
+        tis_cap=train.tis_cap,
+        epochs=train.epochs,
+        micro_batch_size=train.micro_batch_size,
+        logprob_chunk_size=train.logprob_chunk_size,
+        max_new_tokens=config.sampling.max_new_tokens,
+        dtype=config.model.dtype,
+        gradient_checkpointing=train.gradient_checkpointing,
+        lora=lora_spec(config),
+    )
+
+
+def build_engine(config: ExperimentConfig, model_path: Path):
+    adapters = config.adapters() if config.train.finetune == "lora" else []
+    if config.engine.backend == "vllm":
+        from selfplay.engines.vllm_engine import VLLMEngine
+
+        return VLLMEngine(
+            model_path,
+            dtype=config.model.dtype,
+            lora=lora_spec(config),
+            adapters=adapters,
+            seed=config.seed,
+            gpu_memory_utilization=config.engine.gpu_memory_utilization,
+            max_model_len=config.engine.max_model_len,
+        )
+    return HFEngine(
+        model_path,
+        dtype=config.model.dtype,
+        lora=lora_spec(config),
+        adapters=adapters,
+        max_batch_size=config.engine.max_batch_size,
+        seed=config.seed,
+        device=config.engine.device,
+    )
+
+
+@dataclass
+class World:
+    config: ExperimentConfig
+    run_dir: Path
+    engine: object
+    learner: Learner
+    loop: Loop
+    policy: BatchingPolicy
+    logger: RunLogger
+    checkpointer: Checkpointer
+
+
+def build(config: ExperimentConfig, run_dir: Path, resume: bool) -> World:
+    torch.manual_seed(config.seed)
+    model_path = resolve_model_path(config.model.path)
+    loop = make_loop(config)
+    engine = build_engine(config, model_path)
+    adapters = config.adapters() if config.train.finetune == "lora" else []
+    learner = Learner(model_path, learner_settings(config), adapters, config.engine.device)
+    return World(
+        config,
+        run_dir,
+        engine,
+        learner,
+        loop,
+        BatchingPolicy(engine),
+        RunLogger(run_dir, config, resume),
+        Checkpointer(run_dir, config.checkpoint.keep),
+    )
+
+
+def sync_weights(world: World) -> float:
+    """Push the learner's new weights into the engine; returns seconds spent."""
+    start = time.perf_counter()
+    if world.learner.adapters:
+        for adapter in world.learner.adapters:
+            world.engine.load_weights(adapter, world.learner.adapter_weights(adapter))
+    else:
+        world.engine.load_weights(None, world.learner.full_weights())
+    world.policy.version = world.learner.version
+    return time.perf_counter() - start
+
+
+def checkpoint_state(world: World) -> dict:
+    return {
+        "learner": world.learner.state_dict(),
+        "loop": world.loop.state_dict(),
+        "rng": rng_state(),
+        "engine_rng": world.engine.generator.get_state()
+        if hasattr(world.engine, "generator")
+        else None,
+    }
+
+
+def restore(world: World) -> int:
+    loaded = world.checkpointer.load()
+    if loaded is None:
+        return 0
+    next_step, state = loaded
+    world.learner.load_state_dict(state["learner"])
+    world.loop.load_state_dict(state["loop"])
+    restore_rng(state["rng"])
+    if state.get("engine_rng") is not None and hasattr(world.engine, "generator"):
+        world.engine.generator.set_state(state["engine_rng"])
+    sync_weights(world)
+    return next_step
+
+
+def train_step(world: World, step: int) -> dict[str, float]:
+    """One step of the data flow: collect → write → advantages → learn → sync."""
+    start = time.perf_counter()
+    tokens_before = world.policy.tokens_generated
+    episodes = asyncio.run(world.loop.collect(world.policy, step))
+    rollout_seconds = time.perf_counter() - start
+    world.logger.write_episodes(step, episodes)  # on disk before training
+    samples = world.loop.samples(episodes)
+    kept = drop_zero_advantage(samples)
+    metrics = world.loop.summarize(episodes)
+    metrics |= world.learner.step(kept)
+    sync_seconds = sync_weights(world)
+    generated = world.policy.tokens_generated - tokens_before
+    staleness = [world.learner.version - 1 - s.turn.policy_version for s in kept]
+    metrics |= {
+        "rollout/seconds": rollout_seconds,
+        "rollout/tokens_per_s": generated / max(rollout_seconds, 1e-9),
+        "train/samples_dropped_zero_adv": float(len(samples) - len(kept)),
+        "sync/seconds": sync_seconds,
+        "time/step_seconds": time.perf_counter() - start,
+        "staleness/mean": sum(staleness) / len(staleness) if staleness else 0.0,
+    }
+    return metrics
+
+
+def run(world: World, start_step: int) -> list[dict]:
+    config, logger = world.config, world.logger
+    logger.truncate_to(start_step)
+    logger.start_progress(config.train.steps, start_step)
+    try:
+        for step in range(start_step, config.train.steps):
+            metrics = {}
+            if step == 0 or _eval_due(world, step):
+                metrics |= asyncio.run(world.loop.evaluate(world.policy, step))
+            metrics |= train_step(world, step)
+            logger.log(step, metrics)
+            reward = next((v for k, v in metrics.items() if k.startswith("reward/")), None)
+            logger.advance(reward, metrics["rollout/tokens_per_s"])
+            if (step + 1) % config.checkpoint.every == 0 or step + 1 == config.train.steps:
+                world.checkpointer.save(step + 1, checkpoint_state(world))
+        if start_step <= config.train.steps and not _final_logged(world):
+            final = asyncio.run(world.loop.evaluate(world.policy, config.train.steps))
+            logger.log(config.train.steps, {"final": 1.0, **final})
+    finally:
+        logger.close()
+    return read_metrics(world.run_dir)
+
+
+def _eval_due(world: World, step: int) -> bool:
+    every = getattr(getattr(world.config, world.config.loop), "eval_every", 0)
+    return bool(every) and step % every == 0
+
+
+def _final_logged(world: World) -> bool:
+    return any(row.get("final") for row in read_metrics(world.run_dir))
+
+
+def new_run_dir(config: ExperimentConfig) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(config.run_dir) / f"{config.name}-{stamp}"
+    run_dir.mkdir(parents=True, exist_ok=False)
+    (run_dir / "config.yaml").write_text(dump(config))
+    return run_dir
+
+
+def start(config: ExperimentConfig) -> tuple[Path, list[dict]]:
+    run_dir = new_run_dir(config)
+    console.print(f"[bold]run[/] {run_dir}")
+    world = build(config, run_dir, resume=False)
+    return run_dir, run(world, 0)
+
+
+def resume(run_dir: Path) -> tuple[Path, list[dict]]:
+    config_path = run_dir / "config.yaml"
+    if not config_path.exists():
+        raise UserError(f"{run_dir} is not a run folder (no config.yaml)")
+    config = validate(read_yaml(config_path), str(config_path))
+    world = build(config, run_dir, resume=True)
+    next_step = restore(world)
+    console.print(f"[bold]resume[/] {run_dir} at step {next_step}")
+    return run_dir, run(world, next_step)

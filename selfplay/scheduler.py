@@ -1,0 +1,100 @@
+"""The batching scheduler: episodes are asyncio coroutines that ``await policy(request)``.
+
+Game and task code reads sequentially; execution is batched. Pending requests are sent to the
+engine as one batch as soon as every live episode is waiting — on the engine, or on something
+else it announced with ``policy.elsewhere()`` (a sandbox call, say), so a slow tool never keeps
+the engine idle and a fast engine call never waits for a tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterable
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+from selfplay.engines.base import Engine
+from selfplay.types import Completion, Request
+
+T = TypeVar("T")
+
+
+class BatchingPolicy:
+    """``await policy(request)`` → Completion; all concurrently pending requests share a batch."""
+
+    def __init__(self, engine: Engine, version: int = 0) -> None:
+        self.engine = engine
+        self.version = version  # learner step of the weights the engine serves
+        self.engine_calls = 0
+        self.requests_served = 0
+        self.tokens_generated = 0
+        self._pending: list[tuple[Request, asyncio.Future]] = []
+        self._elsewhere = 0
+        self._wake: asyncio.Event | None = None
+
+    async def __call__(self, request: Request) -> Completion:
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((request, future))
+        self._poke()
+        return await future
+
+    @asynccontextmanager
+    async def elsewhere(self):
+        """Mark the calling episode as waiting on something other than the engine."""
+        self._elsewhere += 1
+        self._poke()
+        try:
+            yield
+        finally:
+            self._elsewhere -= 1
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def gather(self, coroutines: Iterable[Awaitable[T]]) -> list[T]:
+        """Run episodes to completion, flushing batches whenever all live ones are waiting."""
+        tasks = [asyncio.ensure_future(c) for c in coroutines]
+        self._wake = asyncio.Event()
+        try:
+            while True:
+                await _settle()
+                live = sum(not t.done() for t in tasks)
+                if live == 0:
+                    break
+                if self._pending and len(self._pending) + self._elsewhere >= live:
+                    await self._flush()
+                    continue
+                self._wake.clear()
+                waiters = [t for t in tasks if not t.done()]
+                wake = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait([*waiters, wake], return_when=asyncio.FIRST_COMPLETED)
+                wake.cancel()
+            return [t.result() for t in tasks]
+        finally:
+            for t in tasks:
+                t.cancel()
+            self._wake = None
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        self.engine_calls += 1
+        requests = [request for request, _ in batch]
+        try:
+            completions = await asyncio.to_thread(self.engine.generate, requests)
+        except Exception as exc:  # hand the failure to every waiting episode
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        self.requests_served += len(batch)
+        for (_, future), completion in zip(batch, completions, strict=True):
+            self.tokens_generated += len(completion.token_ids)
+            if not future.done():
+                future.set_result(completion)
+
+
+async def _settle(rounds: int = 3) -> None:
+    """Yield a few times so every runnable coroutine reaches its next await."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)

@@ -1,0 +1,147 @@
+"""Run logging: metrics.jsonl, episodes on disk before training, wandb, a rich progress bar."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from selfplay.types import Episode
+
+console = Console(stderr=True)
+
+
+def episode_record(episode: Episode, step: int, tokenizer=None) -> dict:
+    record = dataclasses.asdict(episode)
+    record["step"] = step
+    for turn in record["turns"]:
+        if tokenizer is not None and not turn.get("prompt_text"):
+            turn["prompt_text"] = tokenizer.decode(turn["prompt_ids"])
+    return record
+
+
+class RunLogger:
+    def __init__(self, run_dir: Path, config, resume: bool = False) -> None:
+        self.run_dir = run_dir
+        self.metrics_path = run_dir / "metrics.jsonl"
+        self.episodes_dir = run_dir / "episodes"
+        self.episodes_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.wandb = None
+        self.progress: Progress | None = None
+        self.task = None
+        self._start_wandb(resume)
+
+    # ---------------------------------------------------------------- resume hygiene
+    def truncate_to(self, next_step: int) -> None:
+        """Drop rows and set aside episodes of steps ≥ next_step (they will be redone)."""
+        if self.metrics_path.exists():
+            rows = [line for line in self.metrics_path.read_text().splitlines() if line.strip()]
+            keep = [r for r in rows if _row_step(r) < next_step]
+            self.metrics_path.write_text("".join(r + "\n" for r in keep))
+        interrupted = self.episodes_dir / "interrupted"
+        for path in self.episodes_dir.glob("step-*.jsonl"):
+            if int(path.stem.split("-")[1]) >= next_step:
+                interrupted.mkdir(exist_ok=True)
+                shutil.move(str(path), interrupted / f"{path.stem}-{int(time.time())}.jsonl")
+
+    # ---------------------------------------------------------------- writing
+    def write_episodes(self, step: int, episodes: list[Episode], tokenizer=None) -> Path:
+        """Written (and fsynced) before the learner sees them: nothing generated is lost."""
+        path = self.episodes_dir / f"step-{step:06d}.jsonl"
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w") as handle:
+            for episode in episodes:
+                handle.write(json.dumps(episode_record(episode, step, tokenizer)) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        return path
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        row = {"step": step, "time": time.time(), **metrics}
+        with self.metrics_path.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        if self.wandb is not None:
+            self.wandb.log(metrics, step=step)
+
+    # ---------------------------------------------------------------- wandb
+    def _start_wandb(self, resume: bool) -> None:
+        mode = self.config.logging.wandb
+        if mode == "disabled":
+            return
+        try:
+            import wandb
+        except ImportError:
+            return
+        id_file = self.run_dir / "wandb-id"
+        run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+        id_file.write_text(run_id)
+        os.environ.setdefault("WANDB_SILENT", "true")
+        self.wandb = wandb.init(
+            project=self.config.logging.project,
+            name=self.run_dir.name,
+            id=run_id,
+            dir=str(self.run_dir),
+            mode=mode,
+            config=self.config.model_dump(mode="json"),
+            resume="allow" if resume else None,
+            reinit="finish_previous",
+        )
+
+    # ---------------------------------------------------------------- progress
+    def start_progress(self, total: int, done: int) -> None:
+        if not self.config.logging.progress:
+            return
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("step {task.completed}/{task.total}"),
+            TextColumn("reward {task.fields[reward]}"),
+            TextColumn("{task.fields[tps]} tok/s"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task(
+            self.config.name, total=total, completed=done, reward="-", tps="-"
+        )
+
+    def advance(self, reward: float | None, tokens_per_s: float) -> None:
+        if self.progress is not None:
+            self.progress.update(
+                self.task,
+                advance=1,
+                reward="-" if reward is None else f"{reward:.3f}",
+                tps=f"{tokens_per_s:.0f}",
+            )
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def _row_step(line: str) -> int:
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return -1
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,134 @@
+"""Core types shared by every loop, engine and the learner (see DESIGN.md, "Core types").
+
+The data flow is one direction: a loop turns ``Request``s into ``Completion``s through the
+policy, records them as ``Turn``s inside ``Episode``s, the advantage estimators turn the turns
+into ``Sample``s, and the learner trains on samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one request is sampled. ``max_new_tokens`` bounds the completion length."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass
+class Request:
+    """One model call. Give either chat ``messages`` or ready ``prompt_ids`` (continuations).
+
+    ``adapter`` names the LoRA adapter that serves this role ("shared" when roles share weights).
+    """
+
+    role: str
+    messages: list[dict[str, str]] | None = None
+    prompt_ids: list[int] | None = None
+    adapter: str = "shared"
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.prompt_ids is None):
+            raise ValueError("a Request needs exactly one of `messages` or `prompt_ids`")
+
+
+@dataclass
+class Completion:
+    """What the engine returns for one request: the prompt it really used and what it sampled."""
+
+    text: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]  # log π_engine(token) of each sampled token, same length as token_ids
+    finish_reason: str  # "stop" (eos or stop string), "length"
+    stop_string: str | None = None  # the stop string that ended generation, if any
+
+
+@dataclass
+class Turn:
+    """One model call as a training-sample candidate.
+
+    ``completion_ids`` may interleave model tokens and tool-output tokens (tool-integrated
+    rollouts); ``loss_mask`` is 1 on tokens the model produced and 0 on tool output, and
+    ``engine_logprobs`` is 0.0 where the mask is 0.
+    """
+
+    role: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    engine_logprobs: list[float]
+    loss_mask: list[int]
+    text: str
+    adapter: str = "shared"
+    prompt_text: str = ""
+    policy_version: int = 0  # learner step whose weights produced it (staleness)
+    temperature: float = 1.0  # sampling temperature: the learner scores tokens under the same one
+
+    @classmethod
+    def from_completion(
+        cls,
+        role: str,
+        completion: Completion,
+        adapter: str = "shared",
+        prompt_text: str = "",
+        temperature: float = 1.0,
+        policy_version: int = 0,
+    ) -> Turn:
+        return cls(
+            role=role,
+            prompt_ids=list(completion.prompt_ids),
+            completion_ids=list(completion.token_ids),
+            engine_logprobs=list(completion.logprobs),
+            loss_mask=[1] * len(completion.token_ids),
+            text=completion.text,
+            adapter=adapter,
+            prompt_text=prompt_text,
+            temperature=temperature,
+            policy_version=policy_version,
+        )
+
+    @property
+    def num_model_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+
+@dataclass
+class Episode:
+    """Everything one environment instance produced: all turns of all roles and their rewards.
+
+    ``group_id`` ties episodes that share a prompt/task (group-relative advantages);
+    ``env`` is the game id or task family (RAE keys its baselines by (env, role)).
+    """
+
+    loop: str
+    env: str
+    turns: list[Turn]
+    rewards: dict[str, float]
+    group_id: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Sample:
+    """A turn with its advantage, ready for the learner.
+
+    ``pass_rate`` (p̂) feeds ADPO's advantage scale and ε_high when the loop sets it;
+    ``group_tokens`` is the total model-token count of the sample's group (``prompt-level``
+    aggregation); ``group_id`` lets the learner find the group.
+    """
+
+    turn: Turn
+    advantage: float
+    group_id: str = ""
+    pass_rate: float | None = None
+    advantage_scale: float = 1.0
+    eps_high: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,53 @@
+"""Shared fixtures: the tiny random model, small configs, quiet libraries."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+warnings.filterwarnings("ignore", message=".*should not be contained in the prefix.*")
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path():
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    from selfplay.models import resolve_model_path
+
+    return resolve_model_path("tiny-random")
+
+
+def tiny_config(tmp_path, **sections) -> dict:
+    """A complete rlvr experiment on the tiny model, small enough for a test."""
+    config = {
+        "name": "tiny",
+        "loop": "rlvr",
+        "run_dir": str(tmp_path / "runs"),
+        "model": {"path": "tiny-random"},
+        "sampling": {"max_new_tokens": 6},
+        "train": {"steps": 3, "lr": 1e-3, "lora": {"r": 4, "alpha": 8}},
+        "roles": {"solver": {"prompt": "solver_terse"}},
+        "rlvr": {
+            "tasks": [
+                {
+                    "name": "chain_sum",
+                    "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+                }
+            ],
+            "dataset_size": 4,
+            "prompts_per_step": 2,
+            "group_size": 3,
+            "eval_size": 2,
+        },
+        "logging": {"wandb": "disabled", "progress": False},
+    }
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    return config

@@ -1,0 +1,111 @@
+import math
+
+import pytest
+
+from selfplay.advantages import (
+    RAEBaseline,
+    adpo_eps_high,
+    adpo_scale,
+    drop_zero_advantage,
+    group_advantages,
+    group_relative_samples,
+    rae_samples,
+)
+from selfplay.types import Episode, Turn
+
+
+def test_drgrpo_is_centred_reward_without_std():
+    assert group_advantages([1.0, 0.0, 0.0, 1.0], "drgrpo") == [0.5, -0.5, -0.5, 0.5]
+    assert group_advantages([1.0, 0.0, 0.0, 0.0], "drgrpo") == [0.75, -0.25, -0.25, -0.25]
+
+
+def test_grpo_divides_by_population_std():
+    adv = group_advantages([1.0, 0.0, 0.0, 0.0], "grpo")
+    std = math.sqrt(0.75 * 0.25)  # population std of {1,0,0,0}
+    assert adv[0] == pytest.approx(0.75 / (std + 1e-6))
+    assert adv[1] == pytest.approx(-0.25 / (std + 1e-6))
+    # GRPO and Dr. GRPO differ exactly by the std factor
+    dr = group_advantages([1.0, 0.0, 0.0, 0.0], "drgrpo")
+    assert adv[0] / dr[0] == pytest.approx(1 / (std + 1e-6))
+
+
+def test_rloo_is_leave_one_out():
+    rewards = [1.0, 0.0, 0.5]
+    adv = group_advantages(rewards, "rloo")
+    for i, r in enumerate(rewards):
+        others = [x for j, x in enumerate(rewards) if j != i]
+        assert adv[i] == pytest.approx(r - sum(others) / len(others))
+
+
+def test_uniform_group_gives_zero_and_is_dropped():
+    assert group_advantages([1.0, 1.0, 1.0], "grpo") == [0.0, 0.0, 0.0]
+
+
+def test_rae_paper_order_updates_then_subtracts():
+    rae = RAEBaseline(alpha=0.9, order="paper")
+    assert rae.advantage("Kuhn", "p0", 1.0) == pytest.approx(1.0 - 0.1)  # b = 0.1
+    assert rae.advantage("Kuhn", "p0", -1.0) == pytest.approx(-1.0 - (0.09 - 0.1))  # b = -0.01
+    assert rae.values[("Kuhn", "p0")] == pytest.approx(-0.01)
+    assert rae.values[("Kuhn", "p1")] == 0.0  # other role untouched
+
+
+def test_rae_code_order_reads_before_update():
+    rae = RAEBaseline(alpha=0.9, order="code")
+    assert rae.advantage("Kuhn", "p0", 1.0) == pytest.approx(1.0)  # b was 0
+    assert rae.advantage("Kuhn", "p0", -1.0) == pytest.approx(-1.0 - 0.1)
+    assert rae.values[("Kuhn", "p0")] == pytest.approx(-0.01)
+
+
+def test_rae_keyed_by_game_and_role_and_round_trips():
+    rae = RAEBaseline(alpha=0.5)
+    rae.advantage("TicTacToe", "p0", 1.0)
+    rae.advantage("Kuhn", "p0", -1.0)
+    assert rae.values[("TicTacToe", "p0")] == 0.5 and rae.values[("Kuhn", "p0")] == -0.5
+    clone = RAEBaseline()
+    clone.load_state_dict(rae.state_dict())
+    assert dict(clone.values) == dict(rae.values) and clone.alpha == 0.5
+
+
+def _turn(role):
+    return Turn(
+        role=role, prompt_ids=[1], completion_ids=[2], engine_logprobs=[0.0], loss_mask=[1], text=""
+    )
+
+
+def test_each_seat_gets_its_own_advantage_on_every_turn():
+    episode = Episode(
+        loop="spiral",
+        env="g",
+        turns=[_turn("p0"), _turn("p1"), _turn("p0")],
+        rewards={"p0": 1.0, "p1": -1.0},
+    )
+    samples = rae_samples([episode], RAEBaseline(alpha=0.0))  # b = R → A = 0 with alpha 0
+    assert [s.advantage for s in samples] == [0.0, 0.0, 0.0]
+    samples = rae_samples([episode], RAEBaseline(alpha=1.0))  # b stays 0 → A = R
+    by_role = {(s.turn.role, s.advantage) for s in samples}
+    assert by_role == {("p0", 1.0), ("p1", -1.0)}
+    assert sum(s.turn.role == "p0" for s in samples) == 2
+
+
+def test_group_advantages_are_per_role():
+    episodes = [
+        Episode(
+            loop="x",
+            env="e",
+            turns=[_turn("a"), _turn("b")],
+            rewards={"a": ra, "b": rb},
+            group_id="g",
+        )
+        for ra, rb in [(1.0, 10.0), (0.0, 10.0)]
+    ]
+    samples = group_relative_samples(episodes, "drgrpo")
+    a = sorted(s.advantage for s in samples if s.turn.role == "a")
+    b = [s.advantage for s in samples if s.turn.role == "b"]
+    assert a == [-0.5, 0.5] and b == [0.0, 0.0]  # b's rewards are not mixed with a's
+    assert len(drop_zero_advantage(samples)) == 2
+
+
+def test_adpo_formulas():
+    assert adpo_scale(0.3) == pytest.approx(0.6) and adpo_scale(0.8) == pytest.approx(1.0)
+    assert adpo_scale(0.55) == pytest.approx(0.6 + 0.4 * 0.5)
+    assert adpo_eps_high(0.8) == pytest.approx(0.2) and adpo_eps_high(0.3) == pytest.approx(0.3)

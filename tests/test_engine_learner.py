@@ -1,0 +1,132 @@
+"""The hf engine and the learner agree, adapters stay apart, and training changes the policy."""
+
+import pytest
+import torch
+
+from selfplay.engines.hf import HFEngine, LoraSpec
+from selfplay.learner import Learner, LearnerSettings
+from selfplay.types import Request, Sample, SamplingParams, Turn
+
+LORA = LoraSpec(r=4, alpha=8)
+
+
+def _requests(adapters, temperature=0.8, max_new_tokens=10, stop=()):
+    return [
+        Request(
+            role=a,
+            messages=[{"role": "user", "content": f"count to {i} " * (i + 1)}],
+            adapter=a,
+            sampling=SamplingParams(
+                temperature=temperature, max_new_tokens=max_new_tokens, stop=stop
+            ),
+        )
+        for i, a in enumerate(adapters)
+    ]
+
+
+def _randomize_lora(learner, std=0.05):
+    with torch.no_grad():
+        for name, param in learner.model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, std)
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_model_path):
+    learner = Learner(
+        tiny_model_path,
+        LearnerSettings(lora=LORA, lr=5e-2, micro_batch_size=3),
+        adapters=["alpha", "beta"],
+    )
+    engine = HFEngine(tiny_model_path, lora=LORA, adapters=["alpha", "beta"], seed=0)
+    _randomize_lora(learner)
+    for adapter in ("alpha", "beta"):
+        engine.load_weights(adapter, learner.adapter_weights(adapter))
+    return engine, learner
+
+
+def test_engine_logprobs_equal_learner_logprobs(pair):
+    engine, learner = pair
+    requests = _requests(["alpha", "beta", "alpha", "beta", "base"])
+    completions = engine.generate(requests)
+    samples = [
+        Sample(
+            turn=Turn.from_completion(r.role, c, adapter=r.adapter, temperature=0.8), advantage=1.0
+        )
+        for r, c in zip(requests, completions, strict=True)
+    ]
+    for sample, scored in zip(samples[:4], learner.score(samples[:4]), strict=True):
+        assert len(scored) == len(sample.turn.engine_logprobs) > 0
+        assert (
+            max(abs(x - y) for x, y in zip(scored, sample.turn.engine_logprobs, strict=True)) < 1e-4
+        )
+
+
+def test_mixed_adapter_batch_equals_separate_batches(pair):
+    engine, _ = pair
+    mixed = engine.generate(_requests(["alpha", "beta"], temperature=0.0))
+    alone_a = engine.generate(_requests(["alpha"], temperature=0.0))
+    alone_b = engine.generate(_requests(["alpha", "beta"], temperature=0.0)[1:])
+    assert mixed[0].token_ids == alone_a[0].token_ids
+    assert mixed[1].token_ids == alone_b[0].token_ids
+    assert mixed[0].logprobs == pytest.approx(alone_a[0].logprobs, abs=1e-4)
+
+
+def test_stop_strings_and_max_tokens(pair):
+    engine, _ = pair
+    (free,) = engine.generate(_requests(["alpha"], temperature=0.0, max_new_tokens=12))
+    assert len(free.token_ids) == 12 and free.finish_reason == "length"
+    stop = engine.tokenizer.decode(free.token_ids[3:5])
+    (stopped,) = engine.generate(
+        _requests(["alpha"], temperature=0.0, max_new_tokens=12, stop=(stop,))
+    )
+    assert stopped.finish_reason == "stop" and stopped.stop_string == stop
+    assert stop in stopped.text and len(stopped.token_ids) <= 5
+
+
+def test_own_adapters_train_apart_and_sync_changes_outputs(pair, tiny_model_path):
+    engine, learner = pair
+    before_a = learner.adapter_weights("alpha")
+    before_b = learner.adapter_weights("beta")
+    requests = _requests(["alpha", "alpha", "alpha"], temperature=1.0)
+    completions = engine.generate(requests)
+    samples = [
+        Sample(turn=Turn.from_completion("alpha", c, adapter="alpha"), advantage=adv)
+        for c, adv in zip(completions, [1.0, -1.0, 0.5], strict=True)
+    ]
+    greedy_before = engine.generate(_requests(["alpha"], temperature=0.0))[0].token_ids
+    metrics = learner.step(samples)
+    assert metrics["train/grad_norm"] > 0
+    after_a, after_b = learner.adapter_weights("alpha"), learner.adapter_weights("beta")
+    assert any(not torch.equal(before_a[k], after_a[k]) for k in before_a)
+    assert all(torch.equal(before_b[k], after_b[k]) for k in before_b)  # b was not trained
+    assert any(
+        not torch.equal(after_a[k], after_b[k.replace(".alpha.", ".beta.")]) for k in after_a
+    )
+    for _ in range(3):
+        learner.step(samples)
+    engine.load_weights("alpha", learner.adapter_weights("alpha"))
+    greedy_after = engine.generate(_requests(["alpha"], temperature=0.0))[0].token_ids
+    assert greedy_after != greedy_before
+
+
+def test_full_finetune_syncs_full_weights(tiny_model_path):
+    learner = Learner(tiny_model_path, LearnerSettings(lora=None, lr=1e-2))
+    engine = HFEngine(tiny_model_path, seed=1)
+    requests = _requests(["shared"] * 2, temperature=1.0)
+    completions = engine.generate(requests)
+    samples = [
+        Sample(turn=Turn.from_completion("r", c), advantage=a)
+        for c, a in zip(completions, [1.0, -1.0], strict=True)
+    ]
+    learner.step(samples)
+    engine.load_weights(None, learner.full_weights())
+    rescored = learner.score(samples)
+    again = engine.generate(requests[:1])
+    assert again[0].prompt_ids == completions[0].prompt_ids
+    # The engine now serves the learner's weights: its log-probs match a fresh scoring.
+    turn = Turn.from_completion("r", again[0])
+    assert learner.score([Sample(turn=turn, advantage=1.0)])[0] == pytest.approx(
+        again[0].logprobs, abs=1e-4
+    )
+    assert rescored[0] != pytest.approx(samples[0].turn.engine_logprobs, abs=1e-6)

@@ -1,0 +1,104 @@
+import pytest
+import torch
+
+from selfplay.losses import chunked_logprobs, tis_weights, token_coefficients, token_losses
+from selfplay.types import Sample, Turn
+
+
+def _sample(length, group="g", masked=0):
+    mask = [1] * length + [0] * masked
+    turn = Turn(
+        role="r",
+        prompt_ids=[1],
+        completion_ids=[5] * (length + masked),
+        engine_logprobs=[0.0] * (length + masked),
+        loss_mask=mask,
+        text="",
+    )
+    return Sample(turn=turn, advantage=1.0, group_id=group)
+
+
+LENGTHS = [2, 6]
+
+
+def _batch_loss(mode, token_loss=1.0, max_len=10):
+    samples = [_sample(n) for n in LENGTHS]
+    coefficients = token_coefficients(samples, mode, max_len)
+    return sum(c * token_loss * n for c, n in zip(coefficients, LENGTHS, strict=True))
+
+
+def test_token_mean_weights_every_token_equally():
+    assert token_coefficients([_sample(n) for n in LENGTHS], "token-mean", 10) == [1 / 8, 1 / 8]
+    assert _batch_loss("token-mean") == pytest.approx(1.0)
+
+
+def test_seq_mean_token_sum_norm_divides_by_constant_not_length():
+    coefficients = token_coefficients([_sample(n) for n in LENGTHS], "seq-mean-token-sum-norm", 10)
+    assert coefficients == [1 / 20, 1 / 20]
+    # Dr. GRPO: a longer sequence contributes more in total (no per-length normalisation)
+    assert _batch_loss("seq-mean-token-sum-norm") == pytest.approx((2 + 6) / 20)
+
+
+def test_seq_mean_token_mean_normalises_each_sequence():
+    coefficients = token_coefficients([_sample(n) for n in LENGTHS], "seq-mean-token-mean", 10)
+    assert coefficients == [pytest.approx(1 / 4), pytest.approx(1 / 12)]
+    assert _batch_loss("seq-mean-token-mean") == pytest.approx(1.0)
+
+
+def test_prompt_level_divides_by_group_tokens():
+    samples = [_sample(2, "a"), _sample(6, "a"), _sample(4, "b")]
+    coefficients = token_coefficients(samples, "prompt-level", 10)
+    assert coefficients == [pytest.approx(1 / 16)] * 2 + [pytest.approx(1 / 8)]
+
+
+def test_masked_tool_tokens_do_not_count_as_length():
+    coefficients = token_coefficients([_sample(2, masked=30), _sample(6)], "token-mean", 10)
+    assert coefficients == [1 / 8, 1 / 8]
+
+
+def test_tis_weights_are_truncated_ratio():
+    old = torch.tensor([-1.0, -1.0, -3.0])
+    engine = torch.tensor([-1.0, -2.0, -1.0])
+    weights = tis_weights(old, engine, cap=2.0)
+    assert weights.tolist() == pytest.approx([1.0, 2.0, float(torch.exp(torch.tensor(-2.0)))])
+    assert tis_weights(old, engine, None).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_ppo_clip_only_binds_outside_trust_region():
+    logp_old = torch.zeros(3)
+    logp = torch.log(torch.tensor([1.5, 1.1, 0.5]))
+    adv = torch.tensor([1.0, 1.0, -1.0])
+    loss, clipped = token_losses("ppo", logp, logp_old, adv, 0.2, torch.full((3,), 0.28))
+    assert loss.tolist() == pytest.approx([-1.28, -1.1, 0.8])
+    assert clipped.tolist() == [1.0, 0.0, 1.0]
+
+
+def test_cispo_stops_gradient_through_capped_ratio():
+    logp = torch.tensor([0.0], requires_grad=True)
+    loss, _ = token_losses(
+        "cispo",
+        logp,
+        torch.tensor([-3.0]),
+        torch.tensor([1.0]),
+        0.2,
+        torch.tensor([0.28]),
+        cispo_eps_max=5.0,
+    )
+    loss.sum().backward()
+    assert logp.grad.item() == pytest.approx(-5.0)  # −min(e³, 5)·Â
+
+
+def test_chunked_logprobs_match_full_softmax_values_and_gradients():
+    torch.manual_seed(0)
+    hidden = torch.randn(37, 8, requires_grad=True)
+    weight = torch.randn(50, 8, requires_grad=True)
+    targets = torch.randint(0, 50, (37,))
+    chunked, _ = chunked_logprobs(hidden, weight, targets, temperature=0.7, chunk_size=5)
+    chunked.sum().backward()
+    grads = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad, weight.grad = None, None
+    full = torch.log_softmax(hidden @ weight.T / 0.7, -1).gather(1, targets[:, None]).squeeze(1)
+    full.sum().backward()
+    assert torch.allclose(chunked, full, atol=1e-5)
+    assert torch.allclose(grads[0], hidden.grad, atol=1e-5)
+    assert torch.allclose(grads[1], weight.grad, atol=1e-5)
