@@ -114,6 +114,16 @@ class TaskSpec(Strict):
     config: dict[str, Any] = {}
 
 
+class ToolConfig(Strict):
+    """The Python tool for tool-integrated rollouts (Agent0 §3): fenced code runs in the sandbox."""
+
+    max_tool_turns: int = Field(4, ge=1)
+    max_observation_tokens: int = Field(512, ge=16)
+    wall_s: float = Field(10.0, gt=0)
+    pool_size: int = Field(2, ge=1)
+    sessions: bool = False  # variables persist between the tool calls of one episode
+
+
 class RlvrConfig(Strict):
     tasks: list[TaskSpec]
     dataset_size: int = Field(64, ge=1)  # a small fixed set → the "sanity check" setting
@@ -123,6 +133,7 @@ class RlvrConfig(Strict):
     format_reward: float = Field(0.0, ge=0)  # bonus for a \boxed{} answer
     eval_size: int = Field(32, ge=0)
     eval_every: int = Field(0, ge=0)  # 0: only before and after training
+    tool: ToolConfig | None = None  # set to give the solver a Python interpreter
 
 
 class ExperimentConfig(Strict):
