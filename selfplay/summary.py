@@ -45,4 +45,6 @@ def print_summary(run_dir: Path, rows: list[dict]) -> None:
         for key in sorted(k for k in before if k.startswith("eval/")):
             table.add_row(f"{key} (before → after)", _fmt(before.get(key)), _fmt(after.get(key)))
     console.print(table)
-    console.print(f"metrics: {run_dir / 'metrics.jsonl'}  episodes: {run_dir / 'episodes'}")
+    console.print(f"metrics: {run_dir / 'metrics.jsonl'}")
+    console.print(f"episodes: {run_dir / 'episodes'}")
+    console.print(f"plots and report: {run_dir / 'report' / 'index.html'}")

@@ -16,14 +16,36 @@ from rich.table import Table
 from selfplay.models import load_causal_lm, load_tokenizer, resolve_model_path
 from selfplay.types import Request, SamplingParams
 
-TOPICS = ["the moon", "prime numbers", "a lost cat", "rain", "chess openings", "bread",
-          "volcanoes", "a robot", "the ocean", "winter", "bees", "trains", "a library",
-          "mountains", "coffee", "a dragon"]
+TOPICS = [
+    "the moon",
+    "prime numbers",
+    "a lost cat",
+    "rain",
+    "chess openings",
+    "bread",
+    "volcanoes",
+    "a robot",
+    "the ocean",
+    "winter",
+    "bees",
+    "trains",
+    "a library",
+    "mountains",
+    "coffee",
+    "a dragon",
+]
 
 
 def bench_prompts(n: int) -> list[list[dict[str, str]]]:
-    return [[{"role": "user", "content": f"Write a short story about {TOPICS[i % len(TOPICS)]}"
-              f" (number {i})."}] for i in range(n)]
+    return [
+        [
+            {
+                "role": "user",
+                "content": f"Write a short story about {TOPICS[i % len(TOPICS)]} (number {i}).",
+            }
+        ]
+        for i in range(n)
+    ]
 
 
 def generated_tokens(row: list[int], eos_ids: set[int]) -> int:
@@ -37,32 +59,47 @@ def run_generate_baseline(model_path, prompts, new_tokens: int, seed: int = 0) -
     tokenizer = load_tokenizer(model_path)
     tokenizer.padding_side = "left"
     model = load_causal_lm(model_path)
-    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
-             for p in prompts]
+    texts = [
+        tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+        for p in prompts
+    ]
     batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     eos = {tokenizer.eos_token_id}
     torch.manual_seed(seed)
     start = time.perf_counter()
     with torch.inference_mode():
-        out = model.generate(**batch, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                             max_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id)
+        out = model.generate(
+            **batch,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+        )
     elapsed = time.perf_counter() - start
-    new = out[:, batch.input_ids.shape[1]:].tolist()
+    new = out[:, batch.input_ids.shape[1] :].tolist()
     return sum(generated_tokens(row, eos) for row in new), elapsed
 
 
 def run_engine(engine, prompts, new_tokens: int) -> tuple[int, float]:
-    requests = [Request(role="bench", messages=p,
-                        sampling=SamplingParams(temperature=1.0, max_new_tokens=new_tokens))
-                for p in prompts]
+    requests = [
+        Request(
+            role="bench",
+            messages=p,
+            sampling=SamplingParams(temperature=1.0, max_new_tokens=new_tokens),
+        )
+        for p in prompts
+    ]
     start = time.perf_counter()
     completions = engine.generate(requests)
     elapsed = time.perf_counter() - start
     return sum(len(c.token_ids) for c in completions), elapsed
 
 
-def bench_engine(backend: str = "hf", prompts: int = 32, new_tokens: int = 128,
-                 model: str = "embedded") -> dict[str, float]:
+def bench_engine(
+    backend: str = "hf", prompts: int = 32, new_tokens: int = 128, model: str = "embedded"
+) -> dict[str, float]:
     console = Console()
     model_path = resolve_model_path(model)
     chats = bench_prompts(prompts)
@@ -70,8 +107,9 @@ def bench_engine(backend: str = "hf", prompts: int = 32, new_tokens: int = 128,
     results["model.generate"] = run_generate_baseline(model_path, chats, new_tokens)
     from selfplay.engines.hf import HFEngine
 
-    results["hf engine"] = run_engine(HFEngine(model_path, max_batch_size=prompts), chats,
-                                      new_tokens)
+    results["hf engine"] = run_engine(
+        HFEngine(model_path, max_batch_size=prompts), chats, new_tokens
+    )
     if backend == "vllm":
         from selfplay.engines.vllm_engine import VLLMEngine
 
@@ -83,7 +121,12 @@ def bench_engine(backend: str = "hf", prompts: int = 32, new_tokens: int = 128,
     rates = {}
     for name, (tokens, seconds) in results.items():
         rates[name] = tokens / seconds
-        table.add_row(name, str(tokens), f"{seconds:.1f}", f"{rates[name]:.1f}",
-                      f"{rates[name] / base_tps:.2f}x")
+        table.add_row(
+            name,
+            str(tokens),
+            f"{seconds:.1f}",
+            f"{rates[name]:.1f}",
+            f"{rates[name] / base_tps:.2f}x",
+        )
     console.print(table)
     return rates

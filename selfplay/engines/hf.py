@@ -99,6 +99,7 @@ class HFEngine:
         self.tokenizer = load_tokenizer(model_path)
         model = load_causal_lm(model_path, dtype)
         self.adapters = list(adapters or [])
+        self.lora = lora
         if lora is not None and self.adapters:
             model = attach_adapters(model, lora, self.adapters)
         self.model = model.to(self.device).eval()
@@ -129,8 +130,18 @@ class HFEngine:
             raise ValueError(f"adapter {adapter!r}: unexpected LoRA keys, e.g. {unexpected[0]}")
 
     def add_adapter(self, adapter: str) -> None:
-        if adapter not in self.adapters:
-            raise ValueError(f"adapter {adapter!r} was not declared when the engine was built")
+        """A new LoRA adapter (zero lora_B: serves the base model until weights are loaded)."""
+        if adapter in self.adapters:
+            return
+        if self.lora is None or not self.adapters:
+            raise ValueError("adapters can only be added to an engine built with LoRA adapters")
+        self.model.add_adapter(adapter, self.lora.peft_config())
+        self.adapters.append(adapter)
+
+    def remove_adapter(self, adapter: str) -> None:
+        if adapter in self.adapters and len(self.adapters) > 1:
+            self.model.delete_adapter(adapter)
+            self.adapters.remove(adapter)
 
     def close(self) -> None:
         del self.model

@@ -110,6 +110,15 @@ class Loop:
             metrics["rollout/turns"] = float(len(turns))
         return metrics
 
+    def after_update(self, step: int, learner, engine) -> None:
+        """Called after each learner step and weight sync (opponent pools snapshot here)."""
+
+    def restore_engine(self, engine) -> None:
+        """Re-install loop-owned engine state (e.g. pool adapters) after a resume."""
+
+    def close(self) -> None:
+        """Release loop resources (sandbox pools, games)."""
+
     def state_dict(self) -> dict:
         return {"rng": self.rng.getstate(), "baseline": self.baseline.state_dict()}
 

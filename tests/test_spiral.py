@@ -1,0 +1,221 @@
+"""SPIRAL loop: penalties, per-seat advantages, RAE, batching waves, opponents, evaluation."""
+
+import asyncio
+
+import pytest
+
+from games import legal_actions_from_text
+from selfplay.config import validate
+from selfplay.loops.spiral import SpiralLoop, game_rates
+from selfplay.scheduler import BatchingPolicy
+from selfplay.types import Completion
+from tests.conftest import tiny_config
+
+
+class ScriptedEngine:
+    """Answers every request with ``choose(prompt_text)``; records batch sizes and adapters."""
+
+    def __init__(self, choose):
+        self.choose = choose
+        self.batches: list[int] = []
+        self.adapters: list[str] = []
+
+    def generate(self, requests):
+        self.batches.append(len(requests))
+        out = []
+        for request in requests:
+            self.adapters.append(request.adapter)
+            text = self.choose(request.messages[-1]["content"])
+            out.append(
+                Completion(
+                    text=text,
+                    prompt_ids=[1, 2],
+                    token_ids=[3, 4, 5],
+                    logprobs=[-0.5] * 3,
+                    finish_reason="stop",
+                )
+            )
+        return out
+
+
+def first_legal(prompt: str) -> str:
+    legal = legal_actions_from_text(prompt) or ["[0]"]
+    return f"I choose \\boxed{{{legal[0]}}}"
+
+
+def spiral_config(tmp_path, **spiral):
+    settings = {
+        "games": [{"id": "tictactoe"}],
+        "games_per_step": 4,
+        "eval_games": 4,
+        "eval_opponents": ["random"],
+        **spiral,
+    }
+    config = tiny_config(
+        tmp_path,
+        loop="spiral",
+        roles={"player": {"prompt": "player"}},
+        spiral=settings,
+        advantage={"estimator": "rae", "rae_alpha": 0.5},
+    )
+    del config["rlvr"]
+    config["roles"] = {"player": {"prompt": "player"}}
+    return validate(config, "test")
+
+
+def collect(loop, engine, step=0):
+    policy = BatchingPolicy(engine)
+    return asyncio.run(loop.collect(policy, step)), policy
+
+
+def test_invalid_action_ends_game_with_training_penalties(tmp_path):
+    loop = SpiralLoop(spiral_config(tmp_path))
+    episodes, _ = collect(loop, ScriptedEngine(lambda p: "\\boxed{[42]}"))
+    for episode in episodes:
+        assert episode.info["invalid_by"] == 0  # player 0 moves first and plays cell 42
+        assert episode.rewards == {"player_0": -1.5, "player_1": 0.5}
+        assert len(episode.turns) == 1 and episode.info["moves"] == 1
+
+
+def test_unparseable_action_is_invalid(tmp_path):
+    loop = SpiralLoop(spiral_config(tmp_path))
+    episodes, _ = collect(loop, ScriptedEngine(lambda p: "I would rather not say"))
+    assert all(e.info["parse_failures"] == 1 and e.info["invalid_by"] == 0 for e in episodes)
+
+
+def test_custom_penalties_and_lenient_parsing(tmp_path):
+    config = spiral_config(
+        tmp_path, invalid_penalty=-2.0, invalid_opponent_reward=0.0, lenient=True
+    )
+    loop = SpiralLoop(config)
+    episodes, _ = collect(loop, ScriptedEngine(lambda p: "my move is [4] then"))
+    # lenient parsing accepts "[4]"; player 1 then repeats the occupied cell and loses
+    assert all(e.info["invalid_by"] == 1 and e.info["moves"] == 2 for e in episodes)
+    assert episodes[0].rewards == {"player_0": 0.0, "player_1": -2.0}
+    loop = SpiralLoop(spiral_config(tmp_path, invalid_penalty=-2.0, invalid_opponent_reward=0.0))
+    episodes, _ = collect(loop, ScriptedEngine(lambda p: "\\boxed{[99]}"))
+    assert episodes[0].rewards == {"player_0": -2.0, "player_1": 0.0}
+
+
+def test_mirror_self_play_trains_both_seats_with_their_own_advantage(tmp_path):
+    loop = SpiralLoop(spiral_config(tmp_path))
+    episodes, _ = collect(loop, ScriptedEngine(first_legal))
+    # first-legal play: X 0, O 1, X 2, O 3, X 4, O 5, X 6 completes the 2-4-6 diagonal
+    for episode in episodes:
+        assert episode.info["winner"] == 0 and episode.info["moves"] == 7
+        assert episode.rewards == {"player_0": 1.0, "player_1": -1.0}
+        assert [t.role for t in episode.turns] == ["player_0", "player_1"] * 3 + ["player_0"]
+    samples = loop.samples(episodes[:1])
+    by_role = {}
+    for sample in samples:
+        by_role.setdefault(sample.turn.role, set()).add(sample.advantage)
+    # RAE, alpha 0.5, paper order: b = 0.5·0 + 0.5·R → A = R − R/2
+    assert by_role == {"player_0": {0.5}, "player_1": {-0.5}}
+    assert loop.baseline.values[("tictactoe", "player_0")] == pytest.approx(0.5)
+
+
+def test_rae_values_after_a_known_sequence(tmp_path):
+    loop = SpiralLoop(spiral_config(tmp_path))
+    episodes, _ = collect(loop, ScriptedEngine(first_legal))
+    loop.samples(episodes)  # four games, all won by player 0
+    expected = 0.0
+    for _ in range(4):
+        expected = 0.5 * expected + 0.5 * 1.0
+    assert loop.baseline.values[("tictactoe", "player_0")] == pytest.approx(expected)
+    assert loop.baseline.values[("tictactoe", "player_1")] == pytest.approx(-expected)
+
+
+def test_one_engine_call_per_wave(tmp_path):
+    loop = SpiralLoop(spiral_config(tmp_path, games_per_step=6))
+    engine = ScriptedEngine(first_legal)
+    collect(loop, engine)
+    assert engine.batches == [6] * 7  # six games in lockstep, seven moves each
+
+
+def test_random_opponent_trains_only_the_policy_seat_and_logs_seats(tmp_path):
+    loop = SpiralLoop(spiral_config(tmp_path, opponent={"kind": "random"}, games_per_step=8))
+    episodes, _ = collect(loop, ScriptedEngine(first_legal))
+    seats_seen = set()
+    for episode in episodes:
+        model_seat = [s for s, who in episode.info["seats"].items() if who == "model"][0]
+        seats_seen.add(model_seat)
+        assert set(episode.rewards) == {f"player_{model_seat}"}
+        assert {t.role for t in episode.turns} == {f"player_{model_seat}"}
+    assert seats_seen == {0, 1}  # seats drawn at random per game
+
+
+def test_frozen_opponent_uses_the_base_adapter(tmp_path):
+    loop = SpiralLoop(spiral_config(tmp_path, opponent={"kind": "frozen"}, games_per_step=4))
+    engine = ScriptedEngine(first_legal)
+    episodes, _ = collect(loop, engine)
+    assert set(engine.adapters) == {"shared", "base"}
+    assert all(e.info["opponent_adapter"] == "base" for e in episodes)
+
+
+def test_game_mixture_follows_weights(tmp_path):
+    config = spiral_config(
+        tmp_path,
+        games=[
+            {"id": "tictactoe", "weight": 3.0},
+            {"id": "kuhn_poker", "weight": 1.0, "kwargs": {"rounds": 1}},
+        ],
+        games_per_step=200,
+    )
+    loop = SpiralLoop(config)
+    episodes, _ = collect(loop, ScriptedEngine(first_legal))
+    share = sum(e.env == "tictactoe" for e in episodes) / len(episodes)
+    assert 0.65 < share < 0.85
+
+
+def test_unknown_game_fails_at_start_in_one_line(tmp_path):
+    from games import UnknownGameError
+
+    with pytest.raises(UnknownGameError) as info:
+        SpiralLoop(spiral_config(tmp_path, games=[{"id": "textarena:NoSuchGame-v0"}]))
+    assert "\n" not in str(info.value)
+
+
+def test_evaluation_rates_per_seat(tmp_path):
+    loop = SpiralLoop(spiral_config(tmp_path, eval_games=4))
+    policy = BatchingPolicy(ScriptedEngine(lambda p: "\\boxed{[77]}"))
+    metrics = asyncio.run(loop.evaluate(policy, 0))
+    assert metrics["eval/tictactoe/random/invalid"] == 1.0
+    assert metrics["eval/tictactoe/random/loss"] == 1.0
+    assert metrics["eval/tictactoe/random/seat0/loss"] == 1.0
+    rates = game_rates(
+        [
+            {"game": "g", "opponent": "random", "seat": 0, "reward": 1.0, "invalid": False},
+            {"game": "g", "opponent": "random", "seat": 1, "reward": 0.0, "invalid": False},
+        ]
+    )
+    assert rates["eval/g/random/win"] == 0.5 and rates["eval/g/random/draw"] == 0.5
+    assert rates["eval/g/random/seat1/draw"] == 1.0
+
+
+def test_textarena_game_through_the_loop(tmp_path):
+    loop = SpiralLoop(
+        spiral_config(tmp_path, games=[{"id": "textarena:TicTacToe-v0"}], games_per_step=2)
+    )
+    episodes, _ = collect(loop, ScriptedEngine(first_legal))
+    assert all(e.info["moves"] >= 1 and e.rewards for e in episodes)
+
+
+def test_pool_opponent_snapshots_into_the_engine(tmp_path, tiny_model_path):
+    from selfplay.engines.hf import HFEngine, LoraSpec
+    from selfplay.learner import Learner, LearnerSettings
+
+    config = spiral_config(tmp_path, opponent={"kind": "pool", "pool_size": 2, "refresh_every": 1})
+    loop = SpiralLoop(config)
+    lora = LoraSpec(r=4, alpha=8)
+    engine = HFEngine(tiny_model_path, lora=lora, adapters=["shared"])
+    learner = Learner(tiny_model_path, LearnerSettings(lora=lora), adapters=["shared"])
+    for step in range(3):
+        loop.after_update(step, learner, engine)
+    assert loop.pool.ids == ["pool-2", "pool-3"]  # FIFO: pool-1 evicted
+    assert set(engine.adapters) == {"shared", "pool-2", "pool-3"}
+    state = loop.state_dict()
+    fresh = SpiralLoop(config)
+    fresh.load_state_dict(state)
+    engine2 = HFEngine(tiny_model_path, lora=lora, adapters=["shared"])
+    fresh.restore_engine(engine2)
+    assert set(engine2.adapters) == {"shared", "pool-2", "pool-3"}
