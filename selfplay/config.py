@@ -105,7 +105,10 @@ class CheckpointConfig(Strict):
 
 class ClusterConfig(Strict):
     backend: Literal["local", "ray"] = "local"
-    address: str | None = None
+    address: str | None = None  # join an existing Ray cluster ("auto", "host:port", "ray://...")
+    replicas: int = Field(2, ge=1)  # engine replicas as Ray actors
+    num_cpus_per_replica: float = Field(1.0, gt=0)
+    num_gpus_per_replica: float | None = None  # None: 1 when the cluster has GPUs
 
 
 class TaskSpec(Strict):

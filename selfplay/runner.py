@@ -60,6 +60,10 @@ def learner_settings(config: ExperimentConfig) -> LearnerSettings:
 
 def build_engine(config: ExperimentConfig, model_path: Path):
     adapters = config.adapters() if config.train.finetune == "lora" else []
+    if config.cluster.backend == "ray":
+        from selfplay.engines.ray_pool import build_ray_engine
+
+        return build_ray_engine(config, model_path)
     if config.engine.backend == "vllm":
         from selfplay.engines.vllm_engine import VLLMEngine
 

@@ -21,6 +21,7 @@ import ray
 import torch
 from ray.exceptions import RayActorError
 
+from selfplay.errors import UserError
 from selfplay.models import load_tokenizer
 from selfplay.types import Completion, Request
 
@@ -156,6 +157,7 @@ class RayEnginePool:
         num_gpus: float = 0.0,
         max_attempts: int = 3,
         max_failed_starts: int = 3,
+        start_timeout_s: float = 600.0,
         address: str | None = None,
         **engine_kwargs: Any,
     ) -> None:
@@ -181,7 +183,9 @@ class RayEnginePool:
         self._weights: dict[str | None, Any] = {}
         self._replicas = [self._start(slot, 0) for slot in range(replicas)]
         try:  # fail here, with the replica's own error, if the engines cannot be built at all
-            ray.get([ref for replica in self._replicas for ref in replica.setup])
+            setup = [ref for replica in self._replicas for ref in replica.setup]
+            # A timeout too: replicas asking for resources the cluster lacks would wait forever.
+            ray.get(setup, timeout=start_timeout_s)
         except Exception:
             for replica in self._replicas:
                 ray.kill(replica.actor, no_restart=True)
@@ -379,9 +383,15 @@ def build_ray_engine(
         num_gpus = getattr(cluster, "num_gpus_per_replica", None)
     local_cpus = max(len(os.sched_getaffinity(0)), math.ceil(replicas * num_cpus))
     connect(cluster.address, num_cpus=local_cpus)
+    gpus = ray.cluster_resources().get("GPU", 0)
     if num_gpus is None:
         wants_gpu = engine.device is None or engine.device.startswith("cuda")
-        num_gpus = 1.0 if wants_gpu and ray.cluster_resources().get("GPU", 0) > 0 else 0.0
+        num_gpus = 1.0 if wants_gpu and gpus > 0 else 0.0
+    if num_gpus * replicas > gpus > 0:  # the last replicas would wait for a GPU forever
+        raise UserError(
+            f"cluster: {replicas} replicas x {num_gpus} GPU do not fit on the cluster's "
+            f"{gpus:g} GPUs; lower cluster.replicas or share GPUs (num_gpus_per_replica: 0.5)"
+        )
     adapters = config.adapters() if config.train.finetune == "lora" else []
     return RayEnginePool(
         model_path,
