@@ -178,3 +178,16 @@ def test_shared_prefix_batches_match_plain_batches(tiny_model_path):
     assert grads[0].keys() == grads[1].keys() and grads[0]
     for name in grads[0]:
         assert torch.allclose(grads[0][name], grads[1][name], atol=1e-6), name
+
+
+def test_merged_single_adapter_batches_leave_base_weights_exact(pair, tiny_model_path):
+    from selfplay.models import load_causal_lm
+
+    engine, learner = pair
+    engine.generate(_requests(["alpha"], temperature=0.0))  # merges alpha into the base
+    engine.load_weights("alpha", learner.adapter_weights("alpha"))  # unmerges first
+    fresh = load_causal_lm(tiny_model_path).state_dict()
+    for name, param in engine.model.named_parameters():
+        if ".base_layer." in name:
+            plain = name.replace("base_model.model.", "").replace(".base_layer", "")
+            assert torch.equal(param, fresh[plain]), name
