@@ -179,6 +179,8 @@ def train_step(world: World, step: int) -> dict[str, float]:
         "time/step_seconds": time.perf_counter() - start,
         "staleness/mean": sum(staleness) / len(staleness) if staleness else 0.0,
     }
+    if "game/games" in metrics:
+        metrics["game/games_per_minute"] = 60 * metrics["game/games"] / metrics["time/step_seconds"]
     return metrics
 
 

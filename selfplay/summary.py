@@ -42,7 +42,7 @@ def print_summary(run_dir: Path, rows: list[dict]) -> None:
     evals = [r for r in rows if any(k.startswith("eval/") for k in r)]
     if len(evals) >= 1:
         before, after = evals[0], evals[-1]
-        for key in sorted(k for k in before if k.startswith("eval/")):
+        for key in sorted(k for k in before if k.startswith("eval/") and "/seat" not in k):
             table.add_row(f"{key} (before → after)", _fmt(before.get(key)), _fmt(after.get(key)))
     console.print(table)
     console.print(f"metrics: {run_dir / 'metrics.jsonl'}")

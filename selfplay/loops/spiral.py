@@ -214,6 +214,7 @@ class SpiralLoop(Loop):
             sum(e.info["winner"] is None and e.info["invalid_by"] is None for e in episodes) / n
         )
         metrics["game/moves"] = sum(e.info["moves"] for e in episodes) / n
+        metrics["game/games"] = float(len(episodes))
         model_turns = sum(len(e.turns) for e in episodes)
         metrics["game/parse_failure_rate"] = sum(e.info["parse_failures"] for e in episodes) / max(
             model_turns, 1
