@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup run test test-all test-vllm lint clean
+.PHONY: setup run test test-all test-vllm bench-vllm lint clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,10 @@ $(VLLM_STAMP): Makefile
 test-vllm: setup $(VLLM_STAMP)
 	SELFPLAY_TEST_MODEL_DIR="$$($(BIN)/python -c 'from selfplay.models import resolve_model_path as r; print(r("embedded"))')" \
 	  PYTHONPATH=. $(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/integration/test_vllm_engine.py
+
+# vLLM vs hf tokens/s on the same prompts, in one run (selfplay bench engine --backend vllm)
+bench-vllm: setup $(VLLM_STAMP)
+	PYTHONPATH=. $(VLLM_VENV)/bin/python -m selfplay.cli bench engine --backend vllm
 
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"
