@@ -5,8 +5,8 @@ Both sides run the same LoRA model, batch and loss (−Σ Â·log π over comple
 forward and backward). The naive side materialises the batch's full [B, T, V] log-softmax, as
 most RL trainers do; ours runs each group's shared prompt once (its KV cache expanded to the
 group, gradients flowing through it), selects completion positions, and runs the vocabulary
-projection in checkpointed chunks. Peak memory is measured in a fresh subprocess per side (ru_maxrss on
-CPU, torch.cuda.max_memory_allocated on GPU).
+projection in checkpointed chunks. Peak memory is measured in a fresh subprocess per side
+(ru_maxrss on CPU, torch.cuda.max_memory_allocated on GPU).
 """
 
 from __future__ import annotations
