@@ -38,19 +38,14 @@ class SamplingConfig(Strict):
     max_new_tokens: int = Field(64, ge=1)
 
 
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
 class LoraConfig(Strict):
     r: int = Field(16, ge=1)
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = [
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    ]
+    target_modules: list[str] = list(LORA_TARGETS)
 
 
 class TrainConfig(Strict):

@@ -58,8 +58,13 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    _save_atomically(model, tokenizer, target)
+
+
+def _save_atomically(model, tokenizer, target: Path) -> None:
+    """Write into a hidden sibling folder, then rename: a crash never leaves half a model."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -98,15 +103,7 @@ def tiny_model_dir(seed: int = 0) -> Path:
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tiny-"))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    _save_atomically(LlamaForCausalLM(config), tokenizer, target)
     return target
 
 

@@ -25,3 +25,13 @@ class Engine(Protocol):
     def add_adapter(self, adapter: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+def encode_request(tokenizer, request: Request) -> list[int]:
+    """Prompt token ids of a request: its ids as given, or its messages through the chat
+    template (which already holds the special tokens, so none are added again)."""
+    if request.prompt_ids is not None:
+        return list(request.prompt_ids)
+    text = tokenizer.apply_chat_template(request.messages, add_generation_prompt=True,
+                                         tokenize=False)
+    return tokenizer(text, add_special_tokens=False).input_ids

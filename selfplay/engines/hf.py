@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from selfplay.config import LORA_TARGETS
+from selfplay.engines.base import encode_request
 from selfplay.models import load_causal_lm, load_tokenizer
 from selfplay.types import Completion, Request
 
@@ -32,15 +34,7 @@ class LoraSpec:
     r: int = 16
     alpha: int = 32
     dropout: float = 0.0
-    target_modules: tuple[str, ...] = (
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    )
+    target_modules: tuple[str, ...] = LORA_TARGETS
 
     def peft_config(self):
         from peft import LoraConfig
@@ -153,12 +147,7 @@ class HFEngine:
 
     # ------------------------------------------------------------------ helpers
     def encode(self, request: Request) -> list[int]:
-        if request.prompt_ids is not None:
-            return list(request.prompt_ids)
-        text = self.tokenizer.apply_chat_template(
-            request.messages, add_generation_prompt=True, tokenize=False
-        )
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        return encode_request(self.tokenizer, request)
 
     def _eos_ids(self) -> set[int]:
         ids = {self.tokenizer.eos_token_id}

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from selfplay.engines.base import encode_request
 from selfplay.types import Completion, Request
 
 BASE_ADAPTERS = ("base",)  # these names always run on the bare base model
@@ -111,13 +112,7 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------ generation
     def encode(self, request: Request) -> list[int]:
-        if request.prompt_ids is not None:
-            return list(request.prompt_ids)
-        text = self.tokenizer.apply_chat_template(
-            request.messages, add_generation_prompt=True, tokenize=False
-        )
-        # the chat template already holds the special tokens
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        return encode_request(self.tokenizer, request)
 
     def _generate(self, requests: list[Request], ignore_eos: bool = False) -> list[Completion]:
         from vllm import SamplingParams

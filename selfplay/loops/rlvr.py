@@ -16,7 +16,7 @@ import contextlib
 
 import reasoning_gym
 
-from curricula.answers import answers_equal, extract_answer
+from curricula.answers import grade_answer
 from sandbox import SandboxLimits, SandboxPool
 from selfplay.errors import UserError
 from selfplay.loops.base import Loop
@@ -83,23 +83,9 @@ class RlvrLoop(Loop):
         return rollout.turn, rollout.info()
 
     def grade(self, text: str, family: str, entry: dict, dataset) -> dict:
-        answer, boxed = extract_answer(text, lenient=self.settings.lenient)
-        score = 0.0
-        if answer is not None:
-            try:
-                score = float(dataset.score_answer(answer, entry))
-            except Exception:  # a verifier that chokes on odd model output scores it 0
-                score = 0.0
-            if score < 1.0 and answers_equal(answer, str(entry["answer"])):
-                score = 1.0
-        reward = score + (self.settings.format_reward if boxed else 0.0)
-        return {
-            "answer": answer,
-            "boxed": boxed,
-            "correct": score >= 1.0,
-            "score": score,
-            "reward": reward,
-        }
+        graded = grade_answer(text, entry, dataset, lenient=self.settings.lenient)
+        bonus = self.settings.format_reward if graded["boxed"] else 0.0
+        return {**graded, "reward": graded["score"] + bonus}
 
     async def _episode(
         self, policy: BatchingPolicy, task_index: int, group: str, greedy: bool = False
