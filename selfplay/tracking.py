@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 from rich.console import Console
@@ -83,7 +84,7 @@ class RunLogger:
         except ImportError:
             return
         id_file = self.run_dir / "wandb-id"
-        run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+        run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
         id_file.write_text(run_id)
         os.environ.setdefault("WANDB_SILENT", "true")
         self.wandb = wandb.init(

@@ -53,3 +53,18 @@ def test_own_adapters_per_role_and_run_outputs(tmp_path, tiny_model_path):
     } <= rows[0].keys()
     assert (run_dir / "report" / "index.html").exists()
     assert (run_dir / "report" / "reward.png").stat().st_size > 1000
+
+
+def test_wandb_offline_by_default(tmp_path, tiny_model_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    data = tiny_config(tmp_path, train={"steps": 1})
+    del data["logging"]  # the defaults: wandb offline, progress bars
+    config = validate(data, "test")
+    assert config.logging.wandb == "offline"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    rows = run(build(config, run_dir, resume=False), 0)
+    assert [r["step"] for r in rows] == [0, 1]
+    offline = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
+    assert (run_dir / "wandb-id").read_text().strip() in offline[0].name
