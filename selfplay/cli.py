@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"selfplay: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and closed early
+        return 0
     except KeyboardInterrupt:
         print("selfplay: interrupted; `selfplay resume RUN` continues", file=sys.stderr)
         return 130

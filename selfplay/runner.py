@@ -99,10 +99,10 @@ class World:
     checkpointer: Checkpointer
 
 
-def build(config: ExperimentConfig, run_dir: Path, resume: bool) -> World:
+def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | None = None) -> World:
     torch.manual_seed(config.seed)
     model_path = resolve_model_path(config.model.path)
-    loop = make_loop(config)
+    loop = loop or make_loop(config)
     engine = build_engine(config, model_path)
     adapters = config.adapters() if config.train.finetune == "lora" else []
     learner = Learner(model_path, learner_settings(config), adapters, config.engine.device)
@@ -228,9 +228,11 @@ def new_run_dir(config: ExperimentConfig) -> Path:
 
 
 def start(config: ExperimentConfig) -> tuple[Path, list[dict]]:
+    loop = make_loop(config)  # bad games, roles or tasks fail here, before a run folder exists
+    resolve_model_path(config.model.path)
     run_dir = new_run_dir(config)
     console.print(f"[bold]run[/] {run_dir}")
-    world = build(config, run_dir, resume=False)
+    world = build(config, run_dir, resume=False, loop=loop)
     return run_dir, run(world, 0)
 
 
