@@ -189,9 +189,11 @@ class ExperimentConfig(Strict):
         return self
 
     def adapters(self) -> list[str]:
-        """Adapter names the engine and learner hold, in a stable order."""
-        names = {role.adapter_name(name) for name, role in self.roles.items()}
-        return sorted(names)
+        """LoRA adapter names the engine and learner hold, in a stable order (none when the
+        whole model is fine-tuned)."""
+        if self.train.finetune != "lora":
+            return []
+        return sorted({role.adapter_name(name) for name, role in self.roles.items()})
 
 
 # ---------------------------------------------------------------------- loading

@@ -59,7 +59,7 @@ def learner_settings(config: ExperimentConfig) -> LearnerSettings:
 
 
 def build_engine(config: ExperimentConfig, model_path: Path):
-    adapters = config.adapters() if config.train.finetune == "lora" else []
+    adapters = config.adapters()
     if config.cluster.backend == "ray":
         from selfplay.engines.ray_pool import build_ray_engine
 
@@ -104,8 +104,7 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
     model_path = resolve_model_path(config.model.path)
     loop = loop or make_loop(config)
     engine = build_engine(config, model_path)
-    adapters = config.adapters() if config.train.finetune == "lora" else []
-    learner = Learner(model_path, learner_settings(config), adapters, config.engine.device)
+    learner = Learner(model_path, learner_settings(config), config.adapters(), config.engine.device)
     return World(
         config,
         run_dir,

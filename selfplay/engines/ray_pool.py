@@ -392,7 +392,7 @@ def build_ray_engine(
             f"cluster: {replicas} replicas x {num_gpus} GPU do not fit on the cluster's "
             f"{gpus:g} GPUs; lower cluster.replicas or share GPUs (num_gpus_per_replica: 0.5)"
         )
-    adapters = config.adapters() if config.train.finetune == "lora" else []
+    adapters = config.adapters()
     return RayEnginePool(
         model_path,
         replicas=replicas,

@@ -242,9 +242,8 @@ class SpiralLoop(Loop):
 
     def _install(self, engine, name: str) -> None:
         engine.add_adapter(name)
-        engine.load_weights(
-            name, _rename_adapter(self.pool_weights[name], self.policy_adapter(), name)
-        )
+        # peft state-dict keys carry no adapter name: the snapshot loads under any name
+        engine.load_weights(name, self.pool_weights[name])
 
     def restore_engine(self, engine) -> None:
         for name in self.pool.ids:
@@ -354,8 +353,3 @@ def game_rates(results: list[dict]) -> dict[str, float]:
             metrics[f"{prefix}/loss"] = sum(r["reward"] < 0 for r in chosen) / count
             metrics[f"{prefix}/invalid"] = sum(r["invalid"] for r in chosen) / count
     return metrics
-
-
-def _rename_adapter(weights: dict, source: str, target: str) -> dict:
-    """peft state-dict keys carry no adapter name; kept for clarity when formats differ."""
-    return {key.replace(f".{source}.", f".{target}."): value for key, value in weights.items()}
