@@ -122,6 +122,15 @@ def cmd_bench(args) -> int:
         from sandbox.bench import run_benchmark
 
         run_benchmark(calls=args.calls)
+    elif args.what == "step":
+        from selfplay.bench.step import bench_step
+
+        bench_step(
+            experiment=args.experiment,
+            steps=args.steps,
+            staleness=args.staleness,
+            overrides=args.overrides,
+        )
     return 0
 
 
@@ -162,7 +171,7 @@ def parser() -> argparse.ArgumentParser:
     an.set_defaults(func=cmd_analyze)
 
     bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")
-    bench.add_argument("what", choices=["engine", "learner", "sandbox"])
+    bench.add_argument("what", choices=["engine", "learner", "sandbox", "step"])
     bench.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     bench.add_argument("--model", default="embedded")
     bench.add_argument("--prompts", type=int, default=32)
@@ -170,6 +179,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch", type=int, default=16)
     bench.add_argument("--seq-len", type=int, default=256)
     bench.add_argument("--calls", type=int, default=200)
+    bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
+    bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
+    bench.add_argument("--staleness", type=int, default=1, help="step: async max staleness")
+    bench.add_argument("overrides", nargs="*", help="step: key=value overrides of the experiment")
     bench.set_defaults(func=cmd_bench)
     return top
 

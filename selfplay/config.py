@@ -106,6 +106,20 @@ class ClusterConfig(Strict):
     num_gpus_per_replica: float | None = None  # None: 1 when the cluster has GPUs
 
 
+class RolloutConfig(Strict):
+    """Synchronous (collect, then train) or asynchronous rollouts (collect step t+1 while
+    training step t). Async trains on samples up to ``max_staleness`` policy versions old and
+    corrects for it with TIS (REFERENCE §7: bounded staleness + importance correction)."""
+
+    mode: Literal["sync", "async"] = "sync"
+    max_staleness: int = Field(1, ge=1, le=4)
+    # CPU threads for generation and for training while they overlap (None: split the cores);
+    # small decode matmuls barely scale past one thread, so two one-thread workers beat one
+    # two-thread worker alternating between them.
+    engine_threads: int | None = Field(None, ge=1)
+    learner_threads: int | None = Field(None, ge=1)
+
+
 class TaskSpec(Strict):
     name: str  # a reasoning-gym dataset name
     weight: float = Field(1.0, gt=0)
@@ -177,6 +191,7 @@ class ExperimentConfig(Strict):
     logging: LoggingConfig = LoggingConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     cluster: ClusterConfig = ClusterConfig()
+    rollout: RolloutConfig = RolloutConfig()
     rlvr: RlvrConfig | None = None
     spiral: SpiralConfig | None = None
 
@@ -186,6 +201,11 @@ class ExperimentConfig(Strict):
             raise ValueError(f"loop {self.loop!r} needs a `{self.loop}:` section")
         if self.train.finetune == "full" and any(r.adapter == "own" for r in self.roles.values()):
             raise ValueError("roles with `adapter: own` need train.finetune: lora")
+        if self.rollout.mode == "async" and self.train.tis_cap is None:
+            raise ValueError(
+                "rollout.mode: async trains on stale samples and needs importance correction: "
+                "set train.tis_cap"
+            )
         return self
 
     def adapters(self) -> list[str]:

@@ -141,7 +141,8 @@ class Learner:
     def step(self, samples: list[Sample]) -> dict[str, float]:
         """One optimizer update on ``samples`` (already filtered of zero advantages)."""
         start = time.perf_counter()
-        if not samples:
+        if not samples:  # still a step: the version counts steps, and async rollouts wait on it
+            self.version += 1
             return {"train/samples": 0.0}
         batches = self._micro_batches(samples)
         self.model.train()

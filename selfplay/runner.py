@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from selfplay.models import resolve_model_path
 from selfplay.report import write_report
 from selfplay.scheduler import BatchingPolicy
 from selfplay.tracking import RunLogger, console, read_metrics
+from selfplay.types import Episode
 
 
 def lora_spec(config: ExperimentConfig) -> LoraSpec | None:
@@ -117,16 +119,23 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
     )
 
 
-def sync_weights(world: World) -> float:
-    """Push the learner's new weights into the engine; returns seconds spent."""
-    start = time.perf_counter()
-    if world.learner.adapters:
-        for adapter in world.learner.adapters:
-            world.engine.load_weights(adapter, world.learner.adapter_weights(adapter))
-    else:
-        world.engine.load_weights(None, world.learner.full_weights())
-    world.policy.version = world.learner.version
-    return time.perf_counter() - start
+def sync_weights(world: World) -> tuple[float, float]:
+    """Push the learner's new weights into the engine; returns (seconds loading, seconds
+    waiting for the engine to be free).
+
+    Under ``policy.updating()``: with async rollouts a batch may be in flight on another thread,
+    and no completion may be sampled from half-loaded weights or stamped with the wrong version.
+    """
+    asked = time.perf_counter()
+    with world.policy.updating():
+        start = time.perf_counter()
+        if world.learner.adapters:
+            for adapter in world.learner.adapters:
+                world.engine.load_weights(adapter, world.learner.adapter_weights(adapter))
+        else:
+            world.engine.load_weights(None, world.learner.full_weights())
+        world.policy.version = world.learner.version
+    return time.perf_counter() - start, start - asked
 
 
 def checkpoint_state(world: World) -> dict:
@@ -155,44 +164,74 @@ def restore(world: World) -> int:
     return next_step
 
 
-def train_step(world: World, step: int) -> dict[str, float]:
-    """One step of the data flow: collect → write → advantages → learn → sync."""
-    start = time.perf_counter()
-    tokens_before = world.policy.tokens_generated
+@dataclass
+class Rollout:
+    """One step's episodes and what collecting them cost."""
+
+    step: int
+    episodes: list[Episode]
+    seconds: float
+    tokens: int
+    eval_metrics: dict[str, float]
+
+
+def collect(world: World, step: int, evaluate: bool) -> Rollout:
+    eval_metrics = asyncio.run(world.loop.evaluate(world.policy, step)) if evaluate else {}
+    start, tokens_before = time.perf_counter(), world.policy.tokens_generated
     episodes = asyncio.run(world.loop.collect(world.policy, step))
-    rollout_seconds = time.perf_counter() - start
-    world.logger.write_episodes(step, episodes)  # on disk before training
-    samples = world.loop.samples(episodes)
+    seconds = time.perf_counter() - start
+    return Rollout(
+        step, episodes, seconds, world.policy.tokens_generated - tokens_before, eval_metrics
+    )
+
+
+def learn(world: World, rollout: Rollout) -> dict[str, float]:
+    """Write → advantages → learn → sync: the rest of one step of the data flow."""
+    world.logger.write_episodes(rollout.step, rollout.episodes)  # on disk before training
+    samples = world.loop.samples(rollout.episodes)
     kept = drop_zero_advantage(samples)
-    metrics = world.loop.summarize(episodes)
+    staleness = [world.learner.version - s.turn.policy_version for s in samples]
+    metrics = rollout.eval_metrics | world.loop.summarize(rollout.episodes)
     metrics |= world.learner.step(kept)
-    sync_seconds = sync_weights(world)
-    world.loop.after_update(step, world.learner, world.engine)
-    generated = world.policy.tokens_generated - tokens_before
-    staleness = [world.learner.version - 1 - s.turn.policy_version for s in kept]
-    metrics |= {
-        "rollout/seconds": rollout_seconds,
-        "rollout/tokens_per_s": generated / max(rollout_seconds, 1e-9),
+    sync_seconds, sync_wait = sync_weights(world)
+    with world.policy.updating():  # opponent pools install adapters in the engine
+        world.loop.after_update(rollout.step, world.learner, world.engine)
+    return metrics | {
+        "rollout/seconds": rollout.seconds,
+        "rollout/tokens_per_s": rollout.tokens / max(rollout.seconds, 1e-9),
         "train/samples_dropped_zero_adv": float(len(samples) - len(kept)),
         "sync/seconds": sync_seconds,
-        "time/step_seconds": time.perf_counter() - start,
+        "sync/wait_seconds": sync_wait,  # async: the batch in flight finishes first
         "staleness/mean": sum(staleness) / len(staleness) if staleness else 0.0,
+        "staleness/max": float(max(staleness, default=0)),
     }
+
+
+def train_step(world: World, step: int) -> dict[str, float]:
+    """One synchronous step: evaluate if due, collect, then learn from what was collected."""
+    start = time.perf_counter()
+    metrics = learn(world, collect(world, step, evaluate=_eval_due(world, step)))
+    return metrics | _step_time(metrics, time.perf_counter() - start)
+
+
+def _step_time(metrics: dict[str, float], seconds: float) -> dict[str, float]:
+    timing = {"time/step_seconds": seconds, "sync/share": metrics["sync/seconds"] / seconds}
     if "game/games" in metrics:
-        metrics["game/games_per_minute"] = 60 * metrics["game/games"] / metrics["time/step_seconds"]
-    return metrics
+        timing["game/games_per_minute"] = 60 * metrics["game/games"] / seconds
+    return timing
 
 
 def run(world: World, start_step: int) -> list[dict]:
     config, logger = world.config, world.logger
     logger.truncate_to(start_step)
     logger.start_progress(config.train.steps, start_step)
+    steps = (
+        async_steps(world, start_step)
+        if config.rollout.mode == "async"
+        else (train_step(world, step) for step in range(start_step, config.train.steps))
+    )
     try:
-        for step in range(start_step, config.train.steps):
-            metrics = {}
-            if step == 0 or _eval_due(world, step):
-                metrics |= asyncio.run(world.loop.evaluate(world.policy, step))
-            metrics |= train_step(world, step)
+        for step, metrics in zip(range(start_step, config.train.steps), steps, strict=True):
             logger.log(step, metrics)
             reward = next((v for k, v in metrics.items() if k.startswith("reward/")), None)
             logger.advance(reward, metrics["rollout/tokens_per_s"])
@@ -202,6 +241,7 @@ def run(world: World, start_step: int) -> list[dict]:
             final = asyncio.run(world.loop.evaluate(world.policy, config.train.steps))
             logger.log(config.train.steps, {"final": 1.0, **final})
     finally:
+        steps.close()  # stops the async producer thread, if any
         logger.close()
         world.loop.close()
     rows = read_metrics(world.run_dir)
@@ -209,9 +249,34 @@ def run(world: World, start_step: int) -> list[dict]:
     return rows
 
 
+def async_steps(world: World, start_step: int) -> Iterator[dict[str, float]]:
+    """Steps whose rollouts were collected on a background thread while earlier steps trained."""
+    from selfplay.rollouts import AsyncRollouts
+
+    settings = world.config.rollout
+    rollouts = AsyncRollouts(
+        world,
+        range(start_step, world.config.train.steps),
+        settings.max_staleness,
+        evaluate_at=lambda step: _eval_due(world, step),
+        engine_threads=settings.engine_threads,
+        learner_threads=settings.learner_threads,
+    )
+    with rollouts:
+        last = time.perf_counter()
+        for rollout in rollouts:
+            metrics = learn(world, rollout)
+            rollouts.weights_synced()
+            now = time.perf_counter()
+            metrics |= _step_time(metrics, now - last) | rollouts.metrics()
+            last = now
+            yield metrics
+
+
 def _eval_due(world: World, step: int) -> bool:
+    """Evaluate before the first step and every ``eval_every`` steps."""
     every = getattr(getattr(world.config, world.config.loop), "eval_every", 0)
-    return bool(every) and step % every == 0
+    return step == 0 or (bool(every) and step % every == 0)
 
 
 def _final_logged(world: World) -> bool:

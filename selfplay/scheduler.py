@@ -9,9 +9,12 @@ the engine idle and a fast engine call never waits for a tool.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import TypeVar
+
+import torch
 
 from selfplay.engines.base import Engine
 from selfplay.types import Completion, Request
@@ -25,6 +28,10 @@ class BatchingPolicy:
     def __init__(self, engine: Engine, version: int = 0) -> None:
         self.engine = engine
         self.version = version  # learner step of the weights the engine serves
+        # Held while the engine generates and while its weights change (async rollouts run the
+        # two on different threads), so every completion is stamped with the version it used.
+        self.lock = threading.RLock()
+        self.engine_threads: int | None = None  # CPU threads for generation (None: leave as is)
         self.engine_calls = 0
         self.requests_served = 0
         self.tokens_generated = 0
@@ -81,7 +88,7 @@ class BatchingPolicy:
         self.engine_calls += 1
         requests = [request for request, _ in batch]
         try:
-            completions = await asyncio.to_thread(self.engine.generate, requests)
+            completions = await asyncio.to_thread(self._generate, requests)
         except Exception as exc:  # hand the failure to every waiting episode
             for _, future in batch:
                 if not future.done():
@@ -92,6 +99,21 @@ class BatchingPolicy:
             self.tokens_generated += len(completion.token_ids)
             if not future.done():
                 future.set_result(completion)
+
+    def _generate(self, requests: list[Request]) -> list[Completion]:
+        with self.lock:
+            if self.engine_threads is not None:
+                torch.set_num_threads(self.engine_threads)  # OpenMP: this thread only
+            completions = self.engine.generate(requests)
+            for completion in completions:
+                completion.policy_version = self.version
+            return completions
+
+    @contextmanager
+    def updating(self):
+        """Hold the engine still (no batch in flight) while its weights or adapters change."""
+        with self.lock:
+            yield
 
 
 async def _settle(rounds: int = 3) -> None:

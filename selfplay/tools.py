@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import re
+import sys
 import textwrap
 import uuid
 from dataclasses import dataclass, field
@@ -160,12 +161,15 @@ class _Transcript:
         self.logprobs: list[float] = []
         self.mask: list[int] = []
         self.model_tokens = 0
+        self.oldest_version = sys.maxsize
 
     def add_model(self, completion: Completion) -> None:
         self.ids += completion.token_ids
         self.logprobs += completion.logprobs
         self.mask += [1] * len(completion.token_ids)
         self.model_tokens += len(completion.token_ids)
+        if completion.policy_version is not None:  # the oldest weights in the turn bound staleness
+            self.oldest_version = min(self.oldest_version, completion.policy_version)
 
     def add_tool(self, ids: list[int]) -> None:
         self.ids += ids
@@ -262,7 +266,7 @@ async def tool_rollout(
         text=tokenizer.decode(transcript.ids, skip_special_tokens=True),
         adapter=request.adapter,
         prompt_text=request.messages[-1]["content"] if request.messages else "",
-        policy_version=getattr(policy, "version", 0),
+        policy_version=min(transcript.oldest_version, getattr(policy, "version", 0)),
         temperature=request.sampling.temperature,
     )
     return ToolRollout(turn=turn, calls=calls, model_calls=model_calls, finish_reason=finish)

@@ -50,6 +50,7 @@ class Completion:
     logprobs: list[float]  # log π_engine(token) of each sampled token, same length as token_ids
     finish_reason: str  # "stop" (eos or stop string), "length"
     stop_string: str | None = None  # the stop string that ended generation, if any
+    policy_version: int | None = None  # weights version that sampled it (set by the scheduler)
 
 
 @dataclass
@@ -92,7 +93,11 @@ class Turn:
             adapter=adapter,
             prompt_text=prompt_text,
             temperature=temperature,
-            policy_version=policy_version,
+            policy_version=(
+                completion.policy_version
+                if completion.policy_version is not None
+                else policy_version
+            ),
         )
 
     @property

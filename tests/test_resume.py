@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from tests.conftest import tiny_config
@@ -25,8 +26,9 @@ def _selfplay(*args):
     return [sys.executable, "-m", "selfplay.cli", *args]
 
 
-def test_resume_after_kill_9_continues_without_duplicates(tmp_path, tiny_model_path):
-    config = tiny_config(tmp_path, train={"steps": STEPS})
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_resume_after_kill_9_continues_without_duplicates(tmp_path, tiny_model_path, mode):
+    config = tiny_config(tmp_path, train={"steps": STEPS}, rollout={"mode": mode})
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "WANDB_MODE": "disabled"}

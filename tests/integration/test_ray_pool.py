@@ -28,7 +28,7 @@ from selfplay.engines.ray_pool import (  # noqa: E402
 )
 from selfplay.learner import Learner  # noqa: E402
 from selfplay.loops import make_loop  # noqa: E402
-from selfplay.runner import World, learner_settings, lora_spec, train_step  # noqa: E402
+from selfplay.runner import World, learner_settings, lora_spec, run, train_step  # noqa: E402
 from selfplay.scheduler import BatchingPolicy  # noqa: E402
 from selfplay.tracking import RunLogger  # noqa: E402
 from selfplay.types import Request, SamplingParams  # noqa: E402
@@ -81,11 +81,12 @@ class KillOnFirstBatch:
     """The pool as the policy sees it, killing one replica as the step's first batch goes out:
     the kill lands inside the step however fast the tiny step is (a timer could miss it)."""
 
-    def __init__(self, pool: RayEnginePool, victim) -> None:
-        self.pool, self.victim = pool, victim
+    def __init__(self, pool: RayEnginePool, victim, at_call: int = 1) -> None:
+        self.pool, self.victim, self.calls_left = pool, victim, at_call
 
     def generate(self, requests: list[Request]):
-        if self.victim is not None:
+        self.calls_left -= 1
+        if self.victim is not None and self.calls_left == 0:
             kill_and_wait(self.victim)
             self.victim = None
         return self.pool.generate(requests)
@@ -213,3 +214,33 @@ def test_two_replicas_serve_one_experiment_step(pool, reference, config, tiny_mo
         reference.load_weights(adapter, world.learner.adapter_weights(adapter))
     requests = [ask(QUESTIONS[5])] * 2
     assert token_ids(pool.generate(requests)) == token_ids(reference.generate(requests))
+
+
+def test_async_run_survives_a_replica_death(pool, tiny_model_path, tmp_path):
+    """Async rollouts on the pool: a replica dies while later steps are being collected (the
+    third engine call: eval, step 0, then step 1 overlapping step 0's training); the run
+    completes every step and writes every step's episodes."""
+    steps = 3
+    config = validate(
+        tiny_config(tmp_path, train={"steps": steps}, rollout={"mode": "async"}), "async"
+    )
+    run_dir = tmp_path / "run"
+    world = World(
+        config,
+        run_dir,
+        pool,
+        Learner(tiny_model_path, learner_settings(config), config.adapters(), None),
+        make_loop(config),
+        BatchingPolicy(KillOnFirstBatch(pool, victim=pool.actors[0], at_call=3)),
+        RunLogger(run_dir, config, resume=False),
+        Checkpointer(run_dir, config.checkpoint.keep),
+    )
+    for adapter in config.adapters():
+        pool.load_weights(adapter, world.learner.adapter_weights(adapter))
+    restarts = pool.restarts
+    rows = run(world, 0)
+    assert [r["step"] for r in rows if not r.get("final")] == list(range(steps))
+    assert pool.restarts == restarts + 1
+    for step in range(steps):
+        assert (run_dir / "episodes" / f"step-{step:06d}.jsonl").read_text().strip()
+    assert max(r["staleness/max"] for r in rows if not r.get("final")) <= 1

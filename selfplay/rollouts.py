@@ -1,0 +1,133 @@
+"""Asynchronous rollouts: the episodes of step t+1 are collected while the learner trains step t.
+
+A single producer thread runs the loop's asyncio ``collect`` (and its evaluations); the learner
+stays on the main thread. Staleness is bounded by construction: the collection for step s starts
+only once the engine serves weights of version ≥ s − max_staleness, and every completion is
+stamped with the version that sampled it (``BatchingPolicy`` does it under the engine lock), so
+a sample trained at step s (learner version s) is at most ``max_staleness`` versions old.
+
+Importance correction: the learner's proximal policy is its own current weights and the
+behaviour policy is the engine's log-probs, so the TIS weight min(π_learner / π_engine, cap)
+covers both the engine/trainer mismatch and staleness, as in decoupled PPO (AReaL; REFERENCE §7).
+Async configs must keep ``train.tis_cap`` set (the config validator says so).
+
+Evaluations keep their synchronous meaning: the producer waits for the weights of version s
+before it evaluates "at step s". A resumed async run goes on without duplicated or missing
+episodes, but is not bit-identical to an uninterrupted one (thread timing decides which version
+sampled which batch).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from selfplay.runner import Rollout, World
+
+
+class _Stopped(Exception):
+    """The consumer went away; the producer ends quietly."""
+
+
+def split_threads(engine_threads: int | None, learner_threads: int | None) -> tuple[int, int]:
+    """CPU threads for generation and learning while they overlap (default: half the cores
+    each). Only matters for in-process engines; a Ray or GPU engine leaves the CPU to the learner
+    anyway."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    engine = engine_threads or max(1, (cores or 1) // 2)
+    learner = learner_threads or max(1, (cores or 1) - engine)
+    return engine, learner
+
+
+class AsyncRollouts:
+    """Iterate over collected ``Rollout``s, produced up to ``max_staleness`` steps ahead.
+
+    Use as a context manager; after each learner step and weight sync call ``weights_synced()``
+    so a producer waiting for newer weights can go on.
+    """
+
+    def __init__(
+        self,
+        world: World,
+        steps: range,
+        max_staleness: int,
+        evaluate_at: Callable[[int], bool],
+        engine_threads: int | None = None,
+        learner_threads: int | None = None,
+    ) -> None:
+        self.world = world
+        self.steps = steps
+        self.max_staleness = max_staleness
+        self.evaluate_at = evaluate_at
+        self.engine_threads, self.learner_threads = split_threads(engine_threads, learner_threads)
+        self._ready: queue.Queue = queue.Queue()
+        self._new_weights = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._produce, name="rollouts", daemon=True)
+        self._waited = 0.0  # seconds the learner waited for a rollout, since the last metrics()
+        self._saved_threads = torch.get_num_threads()
+
+    # ------------------------------------------------------------------ consumer side
+    def __enter__(self) -> AsyncRollouts:
+        self.world.policy.engine_threads = self.engine_threads
+        torch.set_num_threads(self.learner_threads)  # OpenMP: the main (learner) thread only
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self.weights_synced()  # wake a producer waiting for weights, so it sees the stop
+        # A normal end joins at once (the producer is done); on an error, do not hang on a
+        # collection in flight: the daemon thread dies with the process.
+        self._thread.join(timeout=None if exc_info[0] is None else 5)
+        self.world.policy.engine_threads = None
+        torch.set_num_threads(self._saved_threads)
+
+    def __iter__(self) -> Iterator[Rollout]:
+        for _ in self.steps:
+            start = time.perf_counter()
+            item = self._ready.get()
+            self._waited += time.perf_counter() - start
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def weights_synced(self) -> None:
+        with self._new_weights:
+            self._new_weights.notify_all()
+
+    def metrics(self) -> dict[str, float]:
+        waited, self._waited = self._waited, 0.0
+        return {
+            "async/learner_wait_seconds": waited,
+            "async/rollouts_ahead": float(self._ready.qsize()),
+        }
+
+    # ------------------------------------------------------------------ producer side
+    def _produce(self) -> None:
+        from selfplay.runner import collect
+
+        try:
+            for step in self.steps:
+                evaluate = self.evaluate_at(step)
+                # An evaluation "at step s" must see the weights after s updates, as in sync runs.
+                self._wait_for_version(step if evaluate else step - self.max_staleness)
+                self._ready.put(collect(self.world, step, evaluate))
+        except _Stopped:
+            return
+        except BaseException as exc:  # hand it to the learner thread, which re-raises it
+            self._ready.put(exc)
+
+    def _wait_for_version(self, version: int) -> None:
+        policy = self.world.policy
+        with self._new_weights:
+            self._new_weights.wait_for(lambda: self._stop.is_set() or policy.version >= version)
+        if self._stop.is_set():
+            raise _Stopped

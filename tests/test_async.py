@@ -1,0 +1,139 @@
+"""Async rollouts: overlap with training, bounded staleness, episodes on disk first, errors."""
+
+import json
+import threading
+
+import pytest
+
+from selfplay.config import validate
+from selfplay.errors import UserError
+from selfplay.runner import build, run
+from tests.conftest import tiny_config
+
+STEPS = 4
+
+
+def _varied_grade(text, *args):
+    """The tiny random model never answers right; reward by text length so groups vary."""
+    return {
+        "answer": None,
+        "boxed": False,
+        "score": 0.0,
+        "correct": False,
+        "reward": float(len(text) % 2),
+    }
+
+
+def _async_world(tmp_path, max_staleness: int, steps: int = STEPS):
+    data = tiny_config(
+        tmp_path,
+        train={"steps": steps},
+        rollout={"mode": "async", "max_staleness": max_staleness},
+    )
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    world = build(validate(data, "test"), run_dir, resume=False)
+    world.loop.grade = _varied_grade
+    return world, run_dir
+
+
+def _instrument(world, run_dir, steps: int, ahead: int):
+    """Record the engine's weights version when each collection starts; make learner step s wait
+    until the engine is generating for step s + ahead (so the overlap is certain, not a race)."""
+    generating = {s: threading.Event() for s in range(steps)}
+    version_at_collect: dict[int, int] = {}
+    episodes_on_disk_at_train: dict[int, bool] = {}
+    collecting: list[int] = []  # the step the producer thread is collecting, if any
+    original_collect, original_step = world.loop.collect, world.learner.step
+    original_generate = world.engine.generate
+
+    async def collect(policy, step):
+        version_at_collect[step] = policy.version
+        collecting.append(step)
+        try:
+            return await original_collect(policy, step)
+        finally:
+            collecting.remove(step)
+
+    def generate(requests):  # runs under the policy's engine lock: no sync can interleave
+        if collecting:
+            generating[collecting[0]].set()
+        return original_generate(requests)
+
+    def learner_step(samples):
+        step = world.learner.version
+        episodes_on_disk_at_train[step] = (run_dir / "episodes" / f"step-{step:06d}.jsonl").exists()
+        if step + ahead < steps:
+            assert generating[step + ahead].wait(timeout=60), "producer did not run ahead"
+        return original_step(samples)
+
+    world.loop.collect, world.learner.step = collect, learner_step
+    world.engine.generate = generate
+    return version_at_collect, episodes_on_disk_at_train
+
+
+@pytest.mark.parametrize("max_staleness", [1, 2])
+def test_async_overlaps_and_bounds_staleness(tmp_path, tiny_model_path, max_staleness):
+    world, run_dir = _async_world(tmp_path, max_staleness)
+    versions, on_disk = _instrument(world, run_dir, STEPS, ahead=max_staleness)
+    rows = run(world, 0)
+
+    # Collection of step s ran while step s - max_staleness trained, never earlier.
+    assert versions == {s: max(0, s - max_staleness) for s in range(STEPS)}
+    assert all(on_disk[s] for s in range(STEPS))  # episodes written before training
+    steps = [r for r in rows if not r.get("final")]
+    assert [r["step"] for r in steps] == list(range(STEPS))
+    assert [r["staleness/max"] for r in steps] == [
+        float(min(s, max_staleness)) for s in range(STEPS)
+    ]
+    for s in range(STEPS):  # every turn is stamped with the version that sampled it
+        lines = (run_dir / "episodes" / f"step-{s:06d}.jsonl").read_text().splitlines()
+        stamped = {t["policy_version"] for line in lines for t in json.loads(line)["turns"]}
+        assert stamped == {max(0, s - max_staleness)}
+    assert rows[0]["eval/accuracy"] == 0.0 and rows[-1].get("final")
+    assert "async/learner_wait_seconds" in steps[-1]
+    assert world.learner.version == STEPS and world.policy.version == STEPS
+
+
+def test_async_evaluation_waits_for_current_weights(tmp_path, tiny_model_path):
+    world, run_dir = _async_world(tmp_path, max_staleness=2)
+    world.config.rlvr.eval_every = 2
+    seen: dict[int, int] = {}
+    original = world.loop.evaluate
+
+    async def evaluate(policy, step):
+        seen[step] = policy.version
+        return await original(policy, step)
+
+    world.loop.evaluate = evaluate
+    run(world, 0)
+    assert seen == {0: 0, 2: 2, STEPS: STEPS}  # "eval at step s" means after s updates
+
+
+def test_async_producer_error_reaches_the_learner(tmp_path, tiny_model_path):
+    world, _ = _async_world(tmp_path, max_staleness=1)
+    original = world.loop.collect
+
+    async def failing(policy, step):
+        if step == 2:
+            raise RuntimeError("game crashed at step 2")
+        return await original(policy, step)
+
+    world.loop.collect = failing
+    with pytest.raises(RuntimeError, match="game crashed at step 2"):
+        run(world, 0)
+    rows = [json.loads(line) for line in (world.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]  # the steps before the failure were kept
+
+
+def test_async_config_needs_importance_correction():
+    data = tiny_config(
+        __import__("pathlib").Path("/tmp"), rollout={"mode": "async"}, train={"tis_cap": None}
+    )
+    with pytest.raises(UserError, match="tis_cap"):
+        validate(data, "exp.yaml")
+    data = tiny_config(
+        __import__("pathlib").Path("/tmp"), rollout={"mode": "async", "max_staleness": 5}
+    )
+    with pytest.raises(UserError, match="max_staleness"):
+        validate(data, "exp.yaml")
