@@ -137,3 +137,26 @@ def test_async_config_needs_importance_correction():
     )
     with pytest.raises(UserError, match="max_staleness"):
         validate(data, "exp.yaml")
+
+
+def test_async_spiral_with_opponent_pool(tmp_path, tiny_model_path):
+    """SPIRAL against a pool of snapshots: snapshots are installed in the engine (under the
+    engine lock) while the producer plays the next step's games against the pool."""
+    from tests.test_spiral import spiral_config
+
+    config = spiral_config(
+        tmp_path,
+        opponent={"kind": "pool", "pool_size": 2, "refresh_every": 1},
+        eval_games=2,
+    )
+    config.train.steps = STEPS
+    config.rollout.mode = "async"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    world = build(config, run_dir, resume=False)
+    rows = run(world, 0)
+    steps = [r for r in rows if not r.get("final")]
+    assert [r["step"] for r in steps] == list(range(STEPS))
+    assert max(r["staleness/max"] for r in steps) <= 1
+    assert world.loop.pool.ids == ["pool-3", "pool-4"]  # FIFO of size 2 after 4 snapshots
+    assert set(world.loop.pool.ids) <= set(world.engine.adapters)
