@@ -2,7 +2,9 @@
 
 Both sides get the same chat prompts, sampling settings (temperature 1, top-p 1) and token
 budget; both count the tokens each row really generated (up to and including its end-of-text
-token). The baseline pads every row to the longest one, as ``generate`` does.
+token). The baseline pads every row to the longest one, as ``generate`` does. Before its timed
+run each side generates a few tokens for the same prompts, untimed, so neither pays one-time
+start-up costs (thread pools, kernel selection, first allocations) inside its figure.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def bench_prompts(n: int) -> list[list[dict[str, str]]]:
     ]
 
 
+WARMUP_TOKENS = 4  # untimed generation per side before its timed run
+
+
 def generated_tokens(row: list[int], eos_ids: set[int]) -> int:
     for i, token in enumerate(row):
         if token in eos_ids:
@@ -65,34 +70,42 @@ def run_generate_baseline(model_path, prompts, new_tokens: int, seed: int = 0) -
     ]
     batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     eos = {tokenizer.eos_token_id}
+
+    def generate(max_new_tokens: int) -> torch.Tensor:
+        with torch.inference_mode():
+            return model.generate(
+                **batch,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+
+    generate(WARMUP_TOKENS)
     torch.manual_seed(seed)
     start = time.perf_counter()
-    with torch.inference_mode():
-        out = model.generate(
-            **batch,
-            do_sample=True,
-            temperature=1.0,
-            top_p=1.0,
-            top_k=0,
-            max_new_tokens=new_tokens,
-            pad_token_id=tokenizer.pad_token_id,
-        )
+    out = generate(new_tokens)
     elapsed = time.perf_counter() - start
     new = out[:, batch.input_ids.shape[1] :].tolist()
     return sum(generated_tokens(row, eos) for row in new), elapsed
 
 
 def run_engine(engine, prompts, new_tokens: int) -> tuple[int, float]:
-    requests = [
-        Request(
-            role="bench",
-            messages=p,
-            sampling=SamplingParams(temperature=1.0, max_new_tokens=new_tokens),
-        )
-        for p in prompts
-    ]
+    def requests(max_new_tokens: int) -> list[Request]:
+        return [
+            Request(
+                role="bench",
+                messages=p,
+                sampling=SamplingParams(temperature=1.0, max_new_tokens=max_new_tokens),
+            )
+            for p in prompts
+        ]
+
+    engine.generate(requests(WARMUP_TOKENS))
     start = time.perf_counter()
-    completions = engine.generate(requests)
+    completions = engine.generate(requests(new_tokens))
     elapsed = time.perf_counter() - start
     return sum(len(c.token_ids) for c in completions), elapsed
 

@@ -32,6 +32,7 @@ def encode_request(tokenizer, request: Request) -> list[int]:
     template (which already holds the special tokens, so none are added again)."""
     if request.prompt_ids is not None:
         return list(request.prompt_ids)
-    text = tokenizer.apply_chat_template(request.messages, add_generation_prompt=True,
-                                         tokenize=False)
+    text = tokenizer.apply_chat_template(
+        request.messages, add_generation_prompt=True, tokenize=False
+    )
     return tokenizer(text, add_special_tokens=False).input_ids

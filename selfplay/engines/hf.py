@@ -9,7 +9,14 @@ What it adds over ``model.generate``:
 - finished rows are dropped from the batch and its KV cache at once (``batch_select_indices``),
   so a batch costs what its live rows cost, not what its longest row costs;
 - prompts sorted by length so rows of similar length share a batch (less padding);
-- stop strings checked on a short decoded tail, never on the whole text at every step.
+- stop strings checked on a short decoded tail, never on the whole text at every step;
+- a KV cache preallocated for the whole batch (no ``torch.cat`` of the cache every step), decode
+  attention that shares each KV head between its query heads instead of copying the cache per
+  head, and sampling that draws one uniform number per row instead of one per vocabulary entry.
+
+Measured on 2 CPU cores, SmolLM2-135M, fp32, 32 rows x 64 new tokens: 289 tokens/s with all
+three; putting back ``torch.multinomial`` gives 215, stock sdpa 254, ``DynamicCache`` 265, all
+three 185 (``selfplay bench engine`` compares the engine against ``model.generate``).
 """
 
 from __future__ import annotations
@@ -92,6 +99,10 @@ class HFEngine:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.tokenizer = load_tokenizer(model_path)
         model = load_causal_lm(model_path, dtype)
+        from selfplay.engines.fast_decode import DECODE_ATTENTION  # transformers: import lazily
+
+        if model.config._attn_implementation == "sdpa":
+            model.set_attn_implementation(DECODE_ATTENTION)
         self.adapters = list(adapters or [])
         self.lora = lora
         self._merged: str | None = None  # the adapter currently folded into the base weights
@@ -221,21 +232,23 @@ class HFEngine:
     @torch.inference_mode()
     def _decode_batch(self, rows: list[_Row]) -> None:
         width = max(len(row.prompt_ids) for row in rows)
+        capacity = width + max(row.max_new_tokens for row in rows)
         input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        # the mask for every step at once: prompt padding is 0, everything generated is 1
+        attention = torch.ones((len(rows), capacity), dtype=torch.long)
         for i, row in enumerate(rows):  # left padding keeps every row's last token at the end
             input_ids[i, width - len(row.prompt_ids) :] = torch.tensor(row.prompt_ids)
-            attention[i, width - len(row.prompt_ids) :] = 1
+            attention[i, : width - len(row.prompt_ids)] = 0
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        positions = (attention[:, :width].cumsum(-1) - 1).clamp(min=0)
         live = list(rows)
-        from transformers import DynamicCache
+        from selfplay.engines.fast_decode import preallocated_cache
 
-        cache = DynamicCache()
+        cache = preallocated_cache(self._num_layers(), capacity)
         kwargs = self._forward_kwargs(live)
         out = self.model(
             input_ids=input_ids,
-            attention_mask=attention,
+            attention_mask=attention[:, :width],
             position_ids=positions,
             past_key_values=cache,
             use_cache=True,
@@ -244,6 +257,7 @@ class HFEngine:
         )
         logits = out.logits[:, -1, :]
         next_positions = positions[:, -1:] + 1
+        length = width  # tokens in the cache so far
         while True:
             tokens = self._sample(logits, live)
             keep = [i for i, row in enumerate(live) if row.finish_reason is None]
@@ -257,10 +271,10 @@ class HFEngine:
                 live = [live[i] for i in keep]
                 if "adapter_names" in kwargs:  # keep the per-row routing aligned with the rows
                     kwargs = {"adapter_names": [kwargs["adapter_names"][i] for i in keep]}
-            attention = torch.cat([attention, attention.new_ones((len(live), 1))], dim=1)
+            length += 1
             out = self.model(
                 input_ids=tokens[:, None],
-                attention_mask=attention,
+                attention_mask=attention[:, :length],
                 position_ids=next_positions,
                 past_key_values=cache,
                 use_cache=True,
@@ -269,17 +283,33 @@ class HFEngine:
             logits = out.logits[:, -1, :]
             next_positions = next_positions + 1
 
+    def _num_layers(self) -> int:
+        return self.model.config.get_text_config(decoder=True).num_hidden_layers
+
     def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:
         """Sample one token per row; record its log-prob; mark rows that finished."""
         logits = logits.float()
-        temps = torch.tensor([max(r.temperature, 1e-6) for r in rows], device=logits.device)
-        greedy = torch.tensor([r.temperature == 0.0 for r in rows], device=logits.device)
-        scaled = logits / torch.where(greedy, torch.ones_like(temps), temps)[:, None]
-        logprobs = torch.log_softmax(scaled, dim=-1)
-        probs = _top_p_filter(logprobs.exp(), [r.top_p for r in rows])
-        sampled = torch.multinomial(probs, 1, generator=self.generator).squeeze(1)
-        tokens = torch.where(greedy, logprobs.argmax(-1), sampled)
-        chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
+        temps = [row.temperature for row in rows]
+        if any(t not in (0.0, 1.0) for t in temps):  # x / 1 == x: skip a pass over the vocab
+            # greedy rows (T = 0) report log-probs at T = 1
+            scale = [1.0 if t == 0.0 else max(t, 1e-6) for t in temps]
+            logits = logits / torch.tensor(scale, device=logits.device)[:, None]
+        # log_softmax written out, because sampling needs exp(logits - peak) anyway
+        peak = logits.amax(-1, keepdim=True)
+        weights = (logits - peak).exp_()  # unnormalised probabilities
+        log_total = weights.sum(-1, keepdim=True).log_()
+        greedy = [t == 0.0 for t in temps]
+        if all(greedy):
+            tokens = logits.argmax(-1)
+        else:
+            top_ps = [row.top_p for row in rows]
+            if any(p < 1.0 for p in top_ps):
+                weights = _top_p_filter(weights / weights.sum(-1, keepdim=True), top_ps)
+            tokens = _sample_rows(weights, self.generator)
+            if any(greedy):
+                is_greedy = torch.tensor(greedy, device=logits.device)
+                tokens = torch.where(is_greedy, logits.argmax(-1), tokens)
+        chosen = (logits.gather(1, tokens[:, None]) - peak - log_total).squeeze(1)
         for row, token, logprob in zip(rows, tokens.tolist(), chosen.tolist(), strict=True):
             row.tokens.append(token)
             row.logprobs.append(logprob)
@@ -300,6 +330,23 @@ class HFEngine:
         tail_tokens = max(len(s) for s in row.stop) + 4
         tail = self.tokenizer.decode(row.tokens[-tail_tokens:], skip_special_tokens=True)
         return next((stop for stop in row.stop if stop in tail), None)
+
+
+def _sample_rows(weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row, drawn with probability proportional to ``weights``, by inverting the
+    CDF: one uniform number per row, where ``torch.multinomial`` draws an exponential for every
+    vocabulary entry (~37 ms a step for 32 rows x 49k tokens on 2 CPU cores).
+
+    The CDF is summed in float64: in float32 each increment is rounded to ~6e-8 of the running
+    total, which would distort the odds of the many tiny tail probabilities.
+    """
+    cdf = weights.double().cumsum_(-1)
+    draw = torch.rand(
+        (cdf.shape[0], 1), generator=generator, device=cdf.device, dtype=torch.float64
+    )
+    # u in (0, total]: the first index with cdf >= u always has a nonzero weight, and exists
+    target = (1.0 - draw) * cdf[:, -1:]
+    return torch.searchsorted(cdf, target).squeeze(1).clamp_(max=cdf.shape[1] - 1)
 
 
 def _top_p_filter(probs: torch.Tensor, top_ps: list[float]) -> torch.Tensor:
