@@ -12,7 +12,7 @@ import yaml
 
 from tests.conftest import tiny_config
 
-STEPS = 6
+STEPS = 16
 
 
 def _rows(run_dir):
@@ -43,7 +43,7 @@ def test_resume_after_kill_9_continues_without_duplicates(tmp_path, tiny_model_p
         if run_dir is not None and len(_rows(run_dir)) >= 2:
             break
         assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        time.sleep(0.2)
+        time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
     process.wait()
     killed_at = len(_rows(run_dir))

@@ -23,8 +23,9 @@ from selfplay.types import Completion, Request, SamplingParams  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration]
 
-MODEL_DIR = Path(os.environ.get("SELFPLAY_TEST_MODEL_DIR", "~/.cache/selfplay/models/"
-                                "smollm2-135m-instruct")).expanduser()
+MODEL_DIR = Path(
+    os.environ.get("SELFPLAY_TEST_MODEL_DIR", "~/.cache/selfplay/models/smollm2-135m-instruct")
+).expanduser()
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 LORA = {"r": 8, "alpha": 16, "target_modules": TARGETS}
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
