@@ -24,6 +24,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import torch
@@ -73,10 +74,12 @@ class AsyncRollouts:
         self._thread = threading.Thread(target=self._produce, name="rollouts", daemon=True)
         self._waited = 0.0  # seconds the learner waited for a rollout, since the last metrics()
         self._saved_threads = torch.get_num_threads()
+        self._learner_busy = False
+        self._producer_waiting = False
 
     # ------------------------------------------------------------------ consumer side
     def __enter__(self) -> AsyncRollouts:
-        self.world.policy.engine_threads = self.engine_threads
+        self.world.policy.engine_threads = self.threads_for_generation
         torch.set_num_threads(self.learner_threads)  # OpenMP: the main (learner) thread only
         self._thread.start()
         return self
@@ -98,6 +101,24 @@ class AsyncRollouts:
             if isinstance(item, BaseException):
                 raise item
             yield item
+
+    @contextmanager
+    def learner_training(self):
+        """While the learner computes it keeps its cores and generation uses the rest; otherwise
+        generation borrows them. A producer already waiting for weights waits until this step's
+        sync, so the learner may then use every core."""
+        cores = self.engine_threads + self.learner_threads
+        torch.set_num_threads(cores if self._producer_waiting else self.learner_threads)
+        self._learner_busy = True
+        try:
+            yield
+        finally:
+            self._learner_busy = False
+
+    def threads_for_generation(self) -> int:
+        if self._learner_busy:
+            return self.engine_threads
+        return self.engine_threads + self.learner_threads
 
     def weights_synced(self) -> None:
         with self._new_weights:
@@ -128,6 +149,8 @@ class AsyncRollouts:
     def _wait_for_version(self, version: int) -> None:
         policy = self.world.policy
         with self._new_weights:
+            self._producer_waiting = True
             self._new_weights.wait_for(lambda: self._stop.is_set() or policy.version >= version)
+            self._producer_waiting = False
         if self._stop.is_set():
             raise _Stopped

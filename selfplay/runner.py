@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -185,14 +186,18 @@ def collect(world: World, step: int, evaluate: bool) -> Rollout:
     )
 
 
-def learn(world: World, rollout: Rollout) -> dict[str, float]:
-    """Write → advantages → learn → sync: the rest of one step of the data flow."""
+def learn(world: World, rollout: Rollout, training=contextlib.nullcontext) -> dict[str, float]:
+    """Write → advantages → learn → sync: the rest of one step of the data flow.
+
+    ``training()`` wraps the learner's computation (async rollouts lend its CPU cores to
+    generation outside it)."""
     world.logger.write_episodes(rollout.step, rollout.episodes)  # on disk before training
     samples = world.loop.samples(rollout.episodes)
     kept = drop_zero_advantage(samples)
     staleness = [world.learner.version - s.turn.policy_version for s in samples]
     metrics = rollout.eval_metrics | world.loop.summarize(rollout.episodes)
-    metrics |= world.learner.step(kept)
+    with training():
+        metrics |= world.learner.step(kept)
     sync_seconds, sync_wait = sync_weights(world)
     with world.policy.updating():  # opponent pools install adapters in the engine
         world.loop.after_update(rollout.step, world.learner, world.engine)
@@ -265,7 +270,7 @@ def async_steps(world: World, start_step: int) -> Iterator[dict[str, float]]:
     with rollouts:
         last = time.perf_counter()
         for rollout in rollouts:
-            metrics = learn(world, rollout)
+            metrics = learn(world, rollout, rollouts.learner_training)
             rollouts.weights_synced()
             now = time.perf_counter()
             metrics |= _step_time(metrics, now - last) | rollouts.metrics()

@@ -160,3 +160,17 @@ def test_async_spiral_with_opponent_pool(tmp_path, tiny_model_path):
     assert max(r["staleness/max"] for r in steps) <= 1
     assert world.loop.pool.ids == ["pool-3", "pool-4"]  # FIFO of size 2 after 4 snapshots
     assert set(world.loop.pool.ids) <= set(world.engine.adapters)
+
+
+def test_bench_step_times_both_modes(tmp_path, tiny_model_path, capsys):
+    import yaml
+
+    from selfplay.bench.step import bench_step
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(tmp_path)))
+    result = bench_step(str(path), steps=3, staleness=1)
+    out = capsys.readouterr().out
+    assert "async vs sync wall time per step" in out and "sync %" in out
+    assert result["ratio"] > 0 and 0 < result["sync_share_sync"] < 1
+    assert result["staleness_async"] > 0  # the async side really trained on older samples

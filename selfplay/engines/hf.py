@@ -21,6 +21,7 @@ three 185 (``selfplay bench engine`` compares the engine against ``model.generat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,9 @@ class HFEngine:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tokenizer.pad_token_id
+        # CPU threads to decode with, asked again at every step (async rollouts lend the
+        # learner's cores to generation while the learner is idle); None: leave torch's setting.
+        self.decode_threads: Callable[[], int] | None = None
 
     # ------------------------------------------------------------------ protocol
     def generate(self, requests: list[Request]) -> list[Completion]:
@@ -246,6 +250,7 @@ class HFEngine:
 
         cache = preallocated_cache(self._num_layers(), capacity)
         kwargs = self._forward_kwargs(live)
+        self._adjust_threads()
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention[:, :width],
@@ -272,6 +277,7 @@ class HFEngine:
                 if "adapter_names" in kwargs:  # keep the per-row routing aligned with the rows
                     kwargs = {"adapter_names": [kwargs["adapter_names"][i] for i in keep]}
             length += 1
+            self._adjust_threads()
             out = self.model(
                 input_ids=tokens[:, None],
                 attention_mask=attention[:, :length],
@@ -282,6 +288,12 @@ class HFEngine:
             )
             logits = out.logits[:, -1, :]
             next_positions = next_positions + 1
+
+    def _adjust_threads(self) -> None:
+        if self.decode_threads is not None:
+            wanted = self.decode_threads()
+            if wanted != torch.get_num_threads():
+                torch.set_num_threads(wanted)  # OpenMP: this thread only
 
     def _num_layers(self) -> int:
         return self.model.config.get_text_config(decoder=True).num_hidden_layers
