@@ -142,4 +142,6 @@ def bench_engine(
             f"{rates[name] / base_tps:.2f}x",
         )
     console.print(table)
+    if "vllm engine" in rates:
+        console.print(f"vllm vs hf engine: {rates['vllm engine'] / rates['hf engine']:.2f}x")
     return rates
