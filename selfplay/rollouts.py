@@ -39,12 +39,19 @@ class _Stopped(Exception):
 
 def split_threads(engine_threads: int | None, learner_threads: int | None) -> tuple[int, int]:
     """CPU threads for generation and learning while they overlap (default: half the cores
-    each). Only matters for in-process engines; a Ray or GPU engine leaves the CPU to the learner
-    anyway."""
+    each)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     engine = engine_threads or max(1, (cores or 1) // 2)
     learner = learner_threads or max(1, (cores or 1) - engine)
     return engine, learner
+
+
+def shares_cpu_with_learner(engine) -> bool:
+    """An in-process engine on the CPU competes with the learner for cores; a Ray pool, vLLM
+    (which pins its own threads) or a GPU engine does not, and then threads are left alone."""
+    from selfplay.engines.hf import HFEngine
+
+    return isinstance(engine, HFEngine) and engine.device.type == "cpu"
 
 
 class AsyncRollouts:
@@ -68,6 +75,9 @@ class AsyncRollouts:
         self.max_staleness = max_staleness
         self.evaluate_at = evaluate_at
         self.engine_threads, self.learner_threads = split_threads(engine_threads, learner_threads)
+        self.split_cores = shares_cpu_with_learner(world.engine) or bool(
+            engine_threads or learner_threads
+        )
         self._ready: queue.Queue = queue.Queue()
         self._new_weights = threading.Condition()
         self._stop = threading.Event()
@@ -79,8 +89,9 @@ class AsyncRollouts:
 
     # ------------------------------------------------------------------ consumer side
     def __enter__(self) -> AsyncRollouts:
-        self.world.policy.engine_threads = self.threads_for_generation
-        torch.set_num_threads(self.learner_threads)  # OpenMP: the main (learner) thread only
+        if self.split_cores:
+            self.world.policy.engine_threads = self.threads_for_generation
+            torch.set_num_threads(self.learner_threads)  # OpenMP: the main (learner) thread only
         self._thread.start()
         return self
 
@@ -107,8 +118,9 @@ class AsyncRollouts:
         """While the learner computes it keeps its cores and generation uses the rest; otherwise
         generation borrows them. A producer already waiting for weights waits until this step's
         sync, so the learner may then use every core."""
-        cores = self.engine_threads + self.learner_threads
-        torch.set_num_threads(cores if self._producer_waiting else self.learner_threads)
+        if self.split_cores:
+            cores = self.engine_threads + self.learner_threads
+            torch.set_num_threads(cores if self._producer_waiting else self.learner_threads)
         self._learner_busy = True
         try:
             yield

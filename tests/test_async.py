@@ -174,3 +174,16 @@ def test_bench_step_times_both_modes(tmp_path, tiny_model_path, capsys):
     assert "async vs sync wall time per step" in out and "sync %" in out
     assert result["ratio"] > 0 and 0 < result["sync_share_sync"] < 1
     assert result["staleness_async"] > 0  # the async side really trained on older samples
+
+
+def test_cores_are_split_only_for_an_in_process_cpu_engine(tmp_path, tiny_model_path):
+    from selfplay.rollouts import AsyncRollouts, shares_cpu_with_learner
+
+    world, _ = _async_world(tmp_path, max_staleness=1)
+    assert shares_cpu_with_learner(world.engine)
+    assert not shares_cpu_with_learner(object())  # a Ray pool, vLLM: their own threads
+    world.engine = object()
+    rollouts = AsyncRollouts(world, range(0), 1, evaluate_at=lambda step: False)
+    assert not rollouts.split_cores
+    rollouts = AsyncRollouts(world, range(0), 1, lambda step: False, engine_threads=1)
+    assert rollouts.split_cores  # asked for explicitly
