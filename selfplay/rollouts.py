@@ -90,7 +90,8 @@ class AsyncRollouts:
     # ------------------------------------------------------------------ consumer side
     def __enter__(self) -> AsyncRollouts:
         if self.split_cores:
-            self.world.policy.engine_threads = self.threads_for_generation
+            # the hf engine asks before prefill and at every decode step (Ray, vLLM: no such hook)
+            self._set_decode_threads(self.threads_for_generation)
             torch.set_num_threads(self.learner_threads)  # OpenMP: the main (learner) thread only
         self._thread.start()
         return self
@@ -101,7 +102,8 @@ class AsyncRollouts:
         # A normal end joins at once (the producer is done); on an error, do not hang on a
         # collection in flight: the daemon thread dies with the process.
         self._thread.join(timeout=None if exc_info[0] is None else 5)
-        self.world.policy.engine_threads = None
+        if self.split_cores:
+            self._set_decode_threads(None)
         torch.set_num_threads(self._saved_threads)
 
     def __iter__(self) -> Iterator[Rollout]:
@@ -131,6 +133,10 @@ class AsyncRollouts:
         if self._learner_busy:
             return self.engine_threads
         return self.engine_threads + self.learner_threads
+
+    def _set_decode_threads(self, threads: Callable[[], int] | None) -> None:
+        if hasattr(self.world.engine, "decode_threads"):
+            self.world.engine.decode_threads = threads
 
     def weights_synced(self) -> None:
         with self._new_weights:

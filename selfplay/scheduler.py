@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Iterable
 from contextlib import asynccontextmanager, contextmanager
 from typing import TypeVar
-
-import torch
 
 from selfplay.engines.base import Engine
 from selfplay.types import Completion, Request
@@ -31,9 +29,6 @@ class BatchingPolicy:
         # Held while the engine generates and while its weights change (async rollouts run the
         # two on different threads), so every completion is stamped with the version it used.
         self.lock = threading.RLock()
-        # CPU threads for generation, asked before each batch and, where the engine can
-        # (``decode_threads``), at every decode step (None: leave torch's setting alone)
-        self.engine_threads: Callable[[], int] | None = None
         self.engine_calls = 0
         self.requests_served = 0
         self.tokens_generated = 0
@@ -104,10 +99,6 @@ class BatchingPolicy:
 
     def _generate(self, requests: list[Request]) -> list[Completion]:
         with self.lock:
-            if self.engine_threads is not None:
-                torch.set_num_threads(self.engine_threads())  # OpenMP: this thread only
-            if hasattr(self.engine, "decode_threads"):
-                self.engine.decode_threads = self.engine_threads
             completions = self.engine.generate(requests)
             for completion in completions:
                 completion.policy_version = self.version
