@@ -309,14 +309,15 @@ class HFEngine:
         # log_softmax written out, because sampling needs exp(logits - peak) anyway
         peak = logits.amax(-1, keepdim=True)
         weights = (logits - peak).exp_()  # unnormalised probabilities
-        log_total = weights.sum(-1, keepdim=True).log_()
+        total = weights.sum(-1, keepdim=True)
+        log_total = total.log()
         greedy = [t == 0.0 for t in temps]
         if all(greedy):
             tokens = logits.argmax(-1)
         else:
             top_ps = [row.top_p for row in rows]
             if any(p < 1.0 for p in top_ps):
-                weights = _top_p_filter(weights / weights.sum(-1, keepdim=True), top_ps)
+                weights = _top_p_filter(weights / total, top_ps)
             tokens = _sample_rows(weights, self.generator)
             if any(greedy):
                 is_greedy = torch.tensor(greedy, device=logits.device)
