@@ -51,3 +51,15 @@ def tiny_config(tmp_path, **sections) -> dict:
     for key, value in sections.items():
         config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
     return config
+
+
+def varied_grade(text, *args) -> dict:
+    """A grader for the tiny random model, which never answers right: reward by text length, so
+    a group's rewards vary and there is something to train on."""
+    return {
+        "answer": None,
+        "boxed": False,
+        "score": 0.0,
+        "correct": False,
+        "reward": float(len(text) % 2),
+    }

@@ -8,20 +8,9 @@ import pytest
 from selfplay.config import validate
 from selfplay.errors import UserError
 from selfplay.runner import build, run
-from tests.conftest import tiny_config
+from tests.conftest import tiny_config, varied_grade
 
 STEPS = 4
-
-
-def _varied_grade(text, *args):
-    """The tiny random model never answers right; reward by text length so groups vary."""
-    return {
-        "answer": None,
-        "boxed": False,
-        "score": 0.0,
-        "correct": False,
-        "reward": float(len(text) % 2),
-    }
 
 
 def _async_world(tmp_path, max_staleness: int, steps: int = STEPS):
@@ -33,7 +22,7 @@ def _async_world(tmp_path, max_staleness: int, steps: int = STEPS):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     world = build(validate(data, "test"), run_dir, resume=False)
-    world.loop.grade = _varied_grade
+    world.loop.grade = varied_grade
     return world, run_dir
 
 
@@ -126,15 +115,11 @@ def test_async_producer_error_reaches_the_learner(tmp_path, tiny_model_path):
     assert [r["step"] for r in rows] == [0, 1]  # the steps before the failure were kept
 
 
-def test_async_config_needs_importance_correction():
-    data = tiny_config(
-        __import__("pathlib").Path("/tmp"), rollout={"mode": "async"}, train={"tis_cap": None}
-    )
+def test_async_config_needs_importance_correction(tmp_path):
+    data = tiny_config(tmp_path, rollout={"mode": "async"}, train={"tis_cap": None})
     with pytest.raises(UserError, match="tis_cap"):
         validate(data, "exp.yaml")
-    data = tiny_config(
-        __import__("pathlib").Path("/tmp"), rollout={"mode": "async", "max_staleness": 5}
-    )
+    data = tiny_config(tmp_path, rollout={"mode": "async", "max_staleness": 5})
     with pytest.raises(UserError, match="max_staleness"):
         validate(data, "exp.yaml")
 
@@ -181,6 +166,13 @@ def test_cores_are_split_only_for_an_in_process_cpu_engine(tmp_path, tiny_model_
 
     world, _ = _async_world(tmp_path, max_staleness=1)
     assert shares_cpu_with_learner(world.engine)
+    with AsyncRollouts(world, range(0), 1, evaluate_at=lambda step: False) as rollouts:
+        # the hf engine asks for its threads at every decode step: all cores while the learner
+        # is idle, the engine's share while it trains
+        assert world.engine.decode_threads() == rollouts.engine_threads + rollouts.learner_threads
+        with rollouts.learner_training():
+            assert world.engine.decode_threads() == rollouts.engine_threads
+    assert world.engine.decode_threads is None
     assert not shares_cpu_with_learner(object())  # a Ray pool, vLLM: their own threads
     world.engine = object()
     rollouts = AsyncRollouts(world, range(0), 1, evaluate_at=lambda step: False)

@@ -10,26 +10,25 @@ from selfplay.config import dump, validate
 from selfplay.errors import UserError
 from selfplay.play import load_policy, play
 from selfplay.runner import build, run
-from tests.conftest import tiny_config
+from tests.conftest import tiny_config, varied_grade
 
 
-def _moves(*moves):
-    """A person who types the given answers in order."""
-    queue = list(moves)
-    return lambda prompt: queue.pop(0)
-
-
-def test_person_plays_tictactoe_against_the_bare_model(tiny_model_path):
-    out = io.StringIO()
+def _play_tictactoe(*answers: str) -> tuple[dict, str]:
+    """Player 0 is a person who types ``answers`` in order; returns (outcome, screen text)."""
+    queue, out = list(answers), io.StringIO()
     outcome = play(
         "tictactoe",
         model="tiny-random",
         seat=0,
         seed=1,
-        input_fn=_moves("4", "0", "8", "2", "6"),
+        input_fn=lambda prompt: queue.pop(0),
         console=Console(file=out, width=100),
     )
-    text = out.getvalue()
+    return outcome, out.getvalue()
+
+
+def test_person_plays_tictactoe_against_the_bare_model(tiny_model_path):
+    outcome, text = _play_tictactoe("4", "0", "8", "2", "6")
     assert "you are Player 0" in text and "game over" in text
     assert sorted(outcome.values()) in ([-1.0, 1.0], [0.0, 0.0])
     if "invalid move by Player 1" in text:  # the random model's move ends the game: it loses
@@ -37,17 +36,9 @@ def test_person_plays_tictactoe_against_the_bare_model(tiny_model_path):
 
 
 def test_person_invalid_move_loses(tiny_model_path):
-    out = io.StringIO()
-    outcome = play(
-        "tictactoe",
-        model="tiny-random",
-        seat=0,
-        seed=1,
-        input_fn=_moves("nine"),
-        console=Console(file=out, width=100),
-    )
+    outcome, text = _play_tictactoe("nine")
     assert outcome == {0: -1.0, 1: 1.0}
-    assert "invalid move by Player 0" in out.getvalue()
+    assert "invalid move by Player 0" in text
 
 
 def test_play_loads_the_runs_trained_adapter(tmp_path, tiny_model_path):
@@ -56,13 +47,7 @@ def test_play_loads_the_runs_trained_adapter(tmp_path, tiny_model_path):
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(dump(config))
     world = build(config, run_dir, resume=False)
-    world.loop.grade = lambda text, *a: {
-        "answer": None,
-        "boxed": False,
-        "score": 0.0,
-        "correct": False,
-        "reward": float(len(text) % 2),
-    }
+    world.loop.grade = varied_grade
     run(world, 0)
     engine, adapter = load_policy(str(run_dir), "embedded")
     assert adapter == "shared"

@@ -6,7 +6,7 @@ import torch
 
 from selfplay.config import validate
 from selfplay.runner import build, run
-from tests.conftest import tiny_config
+from tests.conftest import tiny_config, varied_grade
 
 
 def test_own_adapters_per_role_and_run_outputs(tmp_path, tiny_model_path):
@@ -20,14 +20,7 @@ def test_own_adapters_per_role_and_run_outputs(tmp_path, tiny_model_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     world = build(config, run_dir, resume=False)
-    # The tiny random model never answers right; reward by text length so groups vary.
-    world.loop.grade = lambda text, *args: {
-        "answer": None,
-        "boxed": False,
-        "score": 0.0,
-        "correct": False,
-        "reward": float(len(text) % 2),
-    }
+    world.loop.grade = varied_grade
     assert world.learner.adapters == ["critic", "solver"]
     before = world.learner.adapter_weights("solver")
     rows = run(world, 0)
