@@ -159,6 +159,8 @@ def test_bench_step_times_both_modes(tmp_path, tiny_model_path, capsys):
     assert "async vs sync wall time per step" in out and "sync %" in out
     assert result["ratio"] > 0 and 0 < result["sync_share_sync"] < 1
     assert result["staleness_async"] > 0  # the async side really trained on older samples
+    with pytest.raises(UserError, match="--steps >= 2"):
+        bench_step(str(path), steps=1)
 
 
 def test_cores_are_split_only_for_an_in_process_cpu_engine(tmp_path, tiny_model_path):

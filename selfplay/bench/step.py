@@ -20,15 +20,16 @@ from rich.console import Console
 from rich.table import Table
 
 from selfplay.config import find_experiment, load_experiment, read_yaml
+from selfplay.errors import UserError
 
 QUIET = ["logging.wandb=disabled", "logging.progress=false"]
 
 
 def _overrides(experiment: str, steps: int, mode: str, staleness: int, extra: list[str]) -> list:
-    loop_section = read_yaml(find_experiment(experiment)).get("loop")
+    loop = read_yaml(find_experiment(experiment)).get("loop")
     no_eval = (
-        [f"{loop_section}.eval_size=0"]
-        if loop_section == "rlvr"
+        ["rlvr.eval_size=0"]
+        if loop == "rlvr"
         else ["spiral.eval_games=0", "spiral.eval_reasoning=[]", "spiral.eval_ood_games=[]"]
     )
     return [
@@ -69,7 +70,7 @@ def bench_step(
     overrides: list[str] | None = None,
 ) -> dict[str, float]:
     if steps < 2:
-        raise ValueError("bench step needs at least 2 steps (step 0 is a warm-up)")
+        raise UserError(f"bench step needs --steps >= 2 (step 0 is a warm-up), got {steps}")
     extra = list(overrides or [])
     results = [run_mode(experiment, steps, mode, staleness, extra) for mode in ("sync", "async")]
     sync, async_ = results
