@@ -104,3 +104,12 @@ def test_hub_id_without_network_is_one_line(tmp_path):
     assert result.returncode == 2
     assert "could not be fetched from the Hugging Face hub" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_loop_without_its_role_is_a_one_line_error(tmp_path):
+    from selfplay.loops import make_loop
+
+    data = tiny_config(tmp_path)
+    data["roles"] = {"critic": {"prompt": "solver"}}
+    with pytest.raises(UserError, match="the rlvr loop needs a `solver` role in `roles:`"):
+        make_loop(validate(data, "test"))

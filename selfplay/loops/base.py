@@ -12,6 +12,7 @@ from typing import Any
 from roles import RolePrompt, load_role
 from selfplay.advantages import RAEBaseline, apply_adpo, group_relative_samples, rae_samples
 from selfplay.config import ExperimentConfig
+from selfplay.errors import UserError
 from selfplay.losses import LOSS_PRESETS
 from selfplay.scheduler import BatchingPolicy
 from selfplay.types import Completion, Episode, Request, Sample, SamplingParams, Turn
@@ -28,6 +29,12 @@ class Loop:
             role: load_role(spec.prompt) for role, spec in config.roles.items()
         }
         self.baseline = RAEBaseline(config.advantage.rae_alpha, config.advantage.rae_order)
+
+    def require_roles(self, *roles: str) -> None:
+        """Fail in one line when the experiment lacks a role this loop plays."""
+        for role in roles:
+            if role not in self.config.roles:
+                raise UserError(f"the {self.name} loop needs a `{role}` role in `roles:`")
 
     # ---------------------------------------------------------------- requests
     def request(

@@ -48,8 +48,7 @@ class RlvrLoop(Loop):
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        if ROLE not in config.roles:
-            raise UserError(f"the rlvr loop needs a `{ROLE}` role in `roles:`")
+        self.require_roles(ROLE)
         self.settings = config.rlvr
         self.tasks = build_tasks(self.settings.tasks, self.settings.dataset_size, config.seed)
         self._pool: SandboxPool | None = None  # started on the first tool call, not at build

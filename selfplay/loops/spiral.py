@@ -65,8 +65,7 @@ class SpiralLoop(Loop):
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        if ROLE not in config.roles:
-            raise UserError(f"the spiral loop needs a `{ROLE}` role in `roles:`")
+        self.require_roles(ROLE)
         self.settings = config.spiral
         for spec in [*self.settings.games, *self.settings.eval_ood_games]:
             game_id = spec.id if hasattr(spec, "id") else spec
