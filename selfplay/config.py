@@ -179,7 +179,7 @@ class SpiralConfig(Strict):
 class ExperimentConfig(Strict):
     name: str
     description: str = ""
-    loop: Literal["rlvr", "spiral"]
+    loop: Literal["rlvr", "spiral", "agent0", "spice"]
     seed: int = 0
     run_dir: str = "runs"
     model: ModelConfig = ModelConfig()
