@@ -109,3 +109,59 @@ def test_adpo_formulas():
     assert adpo_scale(0.3) == pytest.approx(0.6) and adpo_scale(0.8) == pytest.approx(1.0)
     assert adpo_scale(0.55) == pytest.approx(0.6 + 0.4 * 0.5)
     assert adpo_eps_high(0.8) == pytest.approx(0.2) and adpo_eps_high(0.3) == pytest.approx(0.3)
+
+
+# ---------------------------------------------------------------- ADPO needs a loop that sets p̂
+
+
+def _spiral_data(tmp_path):
+    from tests.conftest import tiny_config
+
+    data = tiny_config(tmp_path, loop="spiral", spiral={"games": [{"id": "tictactoe"}]})
+    del data["rlvr"]
+    data["roles"] = {"player": {"prompt": "player"}}
+    return data
+
+
+@pytest.mark.parametrize("loop", ["rlvr", "spiral"])
+def test_adpo_in_a_loop_without_pass_rates_is_a_one_line_error(tmp_path, capsys, loop):
+    """Without p̂ every sample would get scale 1 and the global ε_high: ADPO would do nothing."""
+    import yaml
+
+    from selfplay.cli import main
+    from tests.conftest import tiny_config
+
+    data = tiny_config(tmp_path) if loop == "rlvr" else _spiral_data(tmp_path)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "advantage.adpo=true"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert f"advantage.adpo needs per-task pass rates, which the {loop} loop does not" in err
+    assert not (tmp_path / "runs").exists()  # no run folder left behind
+
+
+def test_a_loop_that_supplies_pass_rates_accepts_adpo(tmp_path):
+    from selfplay.config import validate
+    from selfplay.loops.rlvr import RlvrLoop
+    from tests.conftest import tiny_config
+
+    class PassRateLoop(RlvrLoop):
+        supplies_pass_rate = True
+
+    config = validate(tiny_config(tmp_path, advantage={"adpo": True}), "test")
+    loop = PassRateLoop(config)
+    episodes = [
+        Episode(
+            loop="x",
+            env="e",
+            turns=[_turn("solver")],
+            rewards={"solver": r},
+            group_id="g",
+            info={"pass_rate": 0.3},
+        )
+        for r in (1.0, 0.0)
+    ]
+    samples = loop.samples(episodes)
+    assert [s.advantage_scale for s in samples] == [pytest.approx(0.6)] * 2
+    assert [s.eps_high for s in samples] == [pytest.approx(0.3)] * 2

@@ -21,9 +21,18 @@ from selfplay.types import Completion, Episode, Request, Sample, SamplingParams,
 class Loop:
     name = "base"
     default_estimator = "group"  # "group": the loss preset's group estimator; "rae": SPIRAL
+    # Whether the loop puts a per-task pass rate p̂ in ``Episode.info["pass_rate"]`` (Agent0's
+    # self-consistency does). ADPO is a function of p̂: without it every sample would get
+    # scale 1 and the global ε_high, so ``advantage.adpo`` would silently do nothing.
+    supplies_pass_rate = False
 
     def __init__(self, config: ExperimentConfig) -> None:
         self.config = config
+        if config.advantage.adpo and not self.supplies_pass_rate:
+            raise UserError(
+                f"advantage.adpo needs per-task pass rates, which the {self.name} loop does not "
+                "compute; remove it (ADPO belongs to loops that estimate p̂, e.g. agent0)"
+            )
         self.rng = random.Random(config.seed)
         self.prompts: dict[str, RolePrompt] = {
             role: load_role(spec.prompt) for role, spec in config.roles.items()
