@@ -219,3 +219,75 @@ def test_pool_opponent_snapshots_into_the_engine(tmp_path, tiny_model_path):
     engine2 = HFEngine(tiny_model_path, lora=lora, adapters=["shared"])
     fresh.restore_engine(engine2)
     assert set(engine2.adapters) == {"shared", "pool-2", "pool-3"}
+
+
+# ---------------------------------------------------------------- a non-model seat's invalid move
+
+
+class InvalidRandomOpponent:
+    """Stands in for the random opponent of a free-form game whose guess breaks the rules."""
+
+    def __init__(self, seed: int = 0) -> None:
+        pass
+
+    def act(self, game, player: int) -> str:
+        return "[42]"  # no such tictactoe cell
+
+
+def test_random_opponents_invalid_move_gets_the_same_shaping_and_metrics(tmp_path, monkeypatch):
+    import selfplay.loops.spiral as spiral
+
+    monkeypatch.setattr(spiral, "RandomOpponent", InvalidRandomOpponent)
+    loop = SpiralLoop(spiral_config(tmp_path, opponent={"kind": "random"}, games_per_step=8))
+    episodes, _ = collect(loop, ScriptedEngine(first_legal))
+    seats_seen = set()
+    for episode in episodes:
+        model_seat = next(s for s, who in episode.info["seats"].items() if who == "model")
+        seats_seen.add(model_seat)
+        opponent_seat = 1 - model_seat
+        assert episode.info["invalid_by"] == opponent_seat
+        assert episode.info["invalid_by_kind"] == "random"
+        assert episode.info["invalid_reason"]  # the game's own explanation
+        assert episode.info["rewards_by_seat"] == {str(model_seat): 0.5, str(opponent_seat): -1.5}
+        assert episode.rewards == {f"player_{model_seat}": 0.5}  # not the +1.0 of a win
+        assert episode.info["moves"] == (1 if opponent_seat == 0 else 2)
+    assert seats_seen == {0, 1}
+    metrics = loop.summarize(episodes)
+    assert metrics["game/invalid_rate"] == 1.0
+    assert metrics["game/opponent_invalid_rate"] == 1.0
+    assert metrics["game/policy_invalid_rate"] == 0.0
+
+
+def eval_one(loop, policy, model_seat=1) -> dict:
+    """One evaluation game against the random opponent, the model in ``model_seat``."""
+    job = loop._eval_game(policy, "tictactoe", {}, 50, 1, model_seat, "random")
+    return asyncio.run(policy.gather([job]))[0]
+
+
+def test_evaluation_scores_invalid_moves_minus_one_plus_one_and_names_the_seat(
+    tmp_path, monkeypatch
+):
+    """Evaluation is zero-sum: −1/+1 exactly, never the training shaping (−1.5/+0.5)."""
+    import selfplay.loops.spiral as spiral
+
+    loop = SpiralLoop(spiral_config(tmp_path, eval_games=4))
+    policy = BatchingPolicy(ScriptedEngine(lambda p: "\\boxed{[77]}"))
+    result = eval_one(loop, policy)
+    assert result["reward"] == -1.0 and result["invalid"] is True
+    assert result["invalid_by"] == "model"
+    metrics = asyncio.run(loop.evaluate(policy, 0))
+    assert metrics["eval/tictactoe/random/reward"] == -1.0
+    assert metrics["eval/tictactoe/random/seat1/reward"] == -1.0
+    assert metrics["eval/tictactoe/random/opponent_invalid"] == 0.0
+
+    monkeypatch.setattr(spiral, "RandomOpponent", InvalidRandomOpponent)
+    policy = BatchingPolicy(ScriptedEngine(first_legal))
+    result = eval_one(loop, policy)
+    assert result["reward"] == 1.0 and result["invalid"] is False
+    assert result["invalid_by"] == "opponent"
+    metrics = asyncio.run(loop.evaluate(policy, 0))
+    assert metrics["eval/tictactoe/random/reward"] == 1.0
+    assert metrics["eval/tictactoe/random/win"] == 1.0
+    assert metrics["eval/tictactoe/random/invalid"] == 0.0
+    assert metrics["eval/tictactoe/random/opponent_invalid"] == 1.0
+    assert metrics["eval/tictactoe/random/seat0/opponent_invalid"] == 1.0

@@ -133,8 +133,11 @@ class SpiralLoop(Loop):
             seat = game.current_player
             who = seats[seat]
             if who.kind == "random":
-                game.step(RandomOpponent(who.rng.randrange(2**31)).act(game, seat))
+                move = RandomOpponent(who.rng.randrange(2**31)).act(game, seat)
                 record.moves += 1
+                result = game.step(move)
+                if not result.valid:  # a free-form game's guess can break the rules too
+                    record.invalid_by, record.invalid_reason = seat, result.reason
                 continue
             request = self._request(seat, who, game, greedy)
             completion = await policy(request)
@@ -191,6 +194,10 @@ class SpiralLoop(Loop):
                 ),
                 "winner": game.winner,
                 "invalid_by": record.invalid_by,
+                # "policy" (a trained seat), "adapter" (frozen/pool) or "random"
+                "invalid_by_kind": None
+                if record.invalid_by is None
+                else seats[record.invalid_by].kind,
                 "invalid_reason": record.invalid_reason,
                 "truncated": game.truncated,
                 "moves": record.moves,
@@ -209,6 +216,10 @@ class SpiralLoop(Loop):
         metrics = super().summarize(episodes)
         n = max(len(episodes), 1)
         metrics["game/invalid_rate"] = sum(e.info["invalid_by"] is not None for e in episodes) / n
+        # who broke the rules: the trained policy, or a non-trained opponent (random, frozen, pool)
+        policy_invalid = sum(e.info.get("invalid_by_kind") == "policy" for e in episodes)
+        metrics["game/policy_invalid_rate"] = policy_invalid / n
+        metrics["game/opponent_invalid_rate"] = metrics["game/invalid_rate"] - policy_invalid / n
         metrics["game/draw_rate"] = (
             sum(e.info["winner"] is None and e.info["invalid_by"] is None for e in episodes) / n
         )
@@ -273,6 +284,10 @@ class SpiralLoop(Loop):
             "seat": model_seat,
             "reward": reward,
             "invalid": record.invalid_by == model_seat,
+            # which seat broke the rules: "model", "opponent", or None
+            "invalid_by": None
+            if record.invalid_by is None
+            else ("model" if record.invalid_by == model_seat else "opponent"),
         }
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
@@ -335,7 +350,8 @@ class SpiralLoop(Loop):
 
 
 def game_rates(results: list[dict]) -> dict[str, float]:
-    """eval/<game>/<opponent>/{win,draw,loss,invalid} overall and per seat."""
+    """eval/<game>/<opponent>/{win,draw,loss,invalid,opponent_invalid,reward}, overall and per
+    seat; ``invalid`` counts the model's invalid moves, ``opponent_invalid`` the opponent's."""
     metrics: dict[str, float] = {}
     keys = {(r["game"], r["opponent"]) for r in results}
     for game_id, opponent in sorted(keys):
@@ -351,4 +367,9 @@ def game_rates(results: list[dict]) -> dict[str, float]:
             metrics[f"{prefix}/draw"] = sum(r["reward"] == 0 for r in chosen) / count
             metrics[f"{prefix}/loss"] = sum(r["reward"] < 0 for r in chosen) / count
             metrics[f"{prefix}/invalid"] = sum(r["invalid"] for r in chosen) / count
+            metrics[f"{prefix}/opponent_invalid"] = (
+                sum(r.get("invalid_by") == "opponent" for r in chosen) / count
+            )
+            # mean evaluation reward: +1 win, 0 draw, −1 loss, and −1/+1 for invalid moves
+            metrics[f"{prefix}/reward"] = sum(r["reward"] for r in chosen) / count
     return metrics
