@@ -3,9 +3,11 @@
 One ``step(samples)`` is one optimizer update (``epochs`` > 1 repeats it PPO-style on the same
 samples against the log-probs of the first pass). Log-probs are computed from the decoder's
 hidden states in chunks (``losses.chunked_logprobs``) so the batch's full-vocabulary
-log-softmax never exists at once. Samples of one adapter share a micro-batch (peft trains one
-active adapter per forward); coefficients are fixed over the whole batch first, so gradient
-accumulation over micro-batches is exact.
+log-softmax never exists at once; each token is scored under the distribution the engine drew
+it from (its temperature, its top-p nucleus renormalised, and the model's own logit head: bias,
+scaling, soft-capping; ``logit_transform`` refuses a head it cannot reproduce). Samples of one
+adapter share a micro-batch (peft trains one active adapter per forward); coefficients are fixed
+over the whole batch first, so gradient accumulation over micro-batches is exact.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from pathlib import Path
 import torch
 
 from selfplay.engines.hf import LoraSpec, attach_adapters
+from selfplay.errors import UserError
 from selfplay.losses import (
     Aggregation,
+    LogitTransform,
     Objective,
     chunked_logprobs,
     tis_weights,
@@ -63,6 +67,7 @@ class _MicroBatch:
     eps_high: torch.Tensor  # [N]
     engine_logprobs: torch.Tensor  # [N]
     temperature: torch.Tensor  # [N]
+    top_p: torch.Tensor  # [N] nucleus each token was sampled from (1: none)
     logp_old: torch.Tensor | None = None  # [N], first-pass log-probs (PPO epochs)
     # Shared-prefix batches (a GRPO group: one prompt, several completions): the prompt runs
     # once and its KV cache is expanded to every row; input_ids then holds completions only.
@@ -80,6 +85,7 @@ class Learner:
         self.settings = settings
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         model = load_causal_lm(model_path, settings.dtype)
+        self.logit_transform = logit_transform(model, model_path)
         self.adapters = list(adapters or []) if settings.lora else []
         if settings.lora is not None:
             if not self.adapters:
@@ -226,15 +232,18 @@ class Learner:
         core = self.model.get_base_model() if self.adapters else self.model
         hidden = self._predicting_hidden(core.get_decoder(), batch)
         selected = hidden[batch.rows, batch.cols]
-        head = core.get_output_embeddings().weight
-        # Scale hidden states instead of logits: identical result, and the temperature may vary
-        # per token (roles can sample at different temperatures).
+        head = core.get_output_embeddings()
+        # the distribution the engine sampled each token from: the model's own logits
+        # (bias, scaling, soft-capping), that token's temperature and top-p nucleus
         return chunked_logprobs(
-            selected / batch.temperature[:, None].to(selected.dtype),
-            head,
+            selected,
+            head.weight,
             batch.targets,
-            1.0,
+            batch.temperature,
             self.settings.logprob_chunk_size,
+            bias=getattr(head, "bias", None),
+            top_p=batch.top_p,
+            transform=self.logit_transform,
         )
 
     def _predicting_hidden(self, decoder, batch: _MicroBatch) -> torch.Tensor:
@@ -326,7 +335,7 @@ class Learner:
         width = max(len(row_ids(s.turn)) for s, _ in items)
         input_ids = torch.zeros((len(items), width), dtype=torch.long)
         attention = torch.zeros((len(items), width), dtype=torch.long)
-        rows, cols, targets, adv, coef, eps, engine, temp = ([] for _ in range(8))
+        rows, cols, targets, adv, coef, eps, engine, temp, top_p = ([] for _ in range(9))
         for row, (sample, c) in enumerate(items):
             turn = sample.turn
             ids = row_ids(turn)
@@ -347,7 +356,10 @@ class Learner:
                     sample.eps_high if sample.eps_high is not None else self.settings.eps_high
                 )
                 engine.append(turn.engine_logprobs[k])
-                temp.append(turn.temperature if turn.temperature > 0 else 1.0)
+                # greedy turns (T = 0) carry T = 1 log-probs of the untruncated distribution
+                greedy = turn.temperature <= 0
+                temp.append(1.0 if greedy else turn.temperature)
+                top_p.append(1.0 if greedy else turn.top_p)
         d = self.device
         f32 = {"dtype": torch.float32, "device": d}
         return _MicroBatch(
@@ -362,10 +374,63 @@ class Learner:
             eps_high=torch.tensor(eps, **f32),
             engine_logprobs=torch.tensor(engine, **f32),
             temperature=torch.tensor(temp, **f32),
+            top_p=torch.tensor(top_p, **f32),
             prefix_ids=torch.tensor([items[0][0].turn.prompt_ids], device=d)
             if shared_prefix
             else None,
         )
+
+
+def logit_transform(model, model_path: Path | str = "model") -> LogitTransform:
+    """How ``model`` turns its last hidden state into logits, checked against its own forward.
+
+    The learner computes log-probs from hidden states in chunks instead of calling the model's
+    head, so it must reproduce whatever the head does beyond ``hidden @ lm_head.weight.T``.
+    Known extras are read from the config (the ``lm_head`` bias is read at every step); a probe
+    on a few tokens then compares the result with ``model(...).logits``, and a model whose
+    logits still differ (an unknown head) is refused in one line rather than trained on
+    log-probs the engine never samples from.
+    """
+    text = model.config.get_text_config(decoder=True)
+    scale = float(getattr(text, "logit_scale", None) or 1.0)  # Cohere: logits · logit_scale
+    if getattr(text, "logits_scaling", None):  # Granite: logits / logits_scaling
+        scale /= float(text.logits_scaling)
+    softcap = getattr(text, "final_logit_softcapping", None)  # Gemma 2/3
+    transform = LogitTransform(scale=scale, softcap=float(softcap) if softcap else None)
+    gap = _logit_probe_gap(model, transform)
+    tolerance = 1e-3 if next(model.parameters()).dtype == torch.float32 else 5e-2
+    if gap > tolerance:
+        raise UserError(
+            f"model {model_path}: its logits are not reproduced from its hidden states "
+            f"(log-probs differ by {gap:.3g} on a probe; {type(model).__name__} may apply a "
+            "logit transform the learner does not know), so it would train on other "
+            "log-probs than the engine samples"
+        )
+    return transform
+
+
+def _logit_probe_gap(model, transform: LogitTransform, length: int = 8) -> float:
+    """Largest |log-prob difference| between the model's forward and ``chunked_logprobs`` on a
+    few positions, at each position for the likeliest, the least likely and two fixed tokens
+    (a scale or a cap moves the tails as well as the top)."""
+    head = model.get_output_embeddings()
+    vocab = head.weight.shape[0]
+    ids = (torch.arange(1, length + 1) * 37 % vocab)[None].to(head.weight.device)
+    with torch.no_grad():
+        full = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)  # [L, V]
+        hidden = model.get_decoder()(input_ids=ids).last_hidden_state[0]  # [L, H]
+        fixed = torch.tensor([0, vocab - 1], device=full.device).expand(length, 2)
+        targets = torch.cat(
+            [full.argmax(-1, keepdim=True), full.argmin(-1, keepdim=True), fixed], 1
+        )
+        ours, _ = chunked_logprobs(
+            hidden.repeat_interleave(targets.shape[1], 0),
+            head.weight,
+            targets.flatten(),
+            bias=getattr(head, "bias", None),
+            transform=transform,
+        )
+    return float((ours - full.gather(1, targets).flatten()).abs().max())
 
 
 def naive_logprobs(model, input_ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@ gradient accumulation gives exactly the full-batch gradient in every mode.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -95,14 +96,69 @@ def token_losses(
     raise ValueError(f"unknown objective {objective!r}")
 
 
+@dataclass(frozen=True)
+class LogitTransform:
+    """What a model does to ``hidden @ lm_head.weight.T`` before its logits, in this order:
+    add the ``lm_head`` bias (Phi, GPT-J), multiply by ``scale`` (Cohere's ``logit_scale``,
+    Granite's ``1 / logits_scaling``), soft-cap as ``cap·tanh(z / cap)`` (Gemma 2/3's
+    ``final_logit_softcapping``). The learner must apply the same, or it trains on different
+    log-probs than the engine samples (the engine reads the model's own logits).
+    """
+
+    scale: float = 1.0
+    softcap: float | None = None
+
+
+PLAIN_LOGITS = LogitTransform()
+
+
+def nucleus_mask(logits: torch.Tensor, top_p: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """True where a token lies *outside* its row's top-p nucleus (the hf engine's rule: sort
+    probabilities, keep every token whose preceding mass is ≤ p, so the token crossing p stays).
+
+    ``top_p`` [N] (rows with p ≥ 1 keep everything); ``keep`` [N] token ids that are never
+    masked: the sampled token is inside the nucleus the engine drew it from, but the trainer's
+    own nucleus can differ slightly (numerics, or a policy that moved between PPO epochs), and
+    a masked target would get log-prob −inf.
+    """
+    with torch.no_grad():
+        probs = torch.softmax(logits.float(), -1)
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        sorted_outside = sorted_probs.cumsum(-1) - sorted_probs > top_p[:, None]
+        sorted_outside &= (top_p < 1.0)[:, None]
+        outside = torch.zeros_like(sorted_outside).scatter(1, order, sorted_outside)
+        outside[torch.arange(len(keep), device=keep.device), keep] = False
+    return outside
+
+
 def _chunk_logprobs(
-    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    temperature: torch.Tensor,
+    top_p: torch.Tensor | None,
+    transform: LogitTransform,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = (hidden @ weight.T).float() / temperature
+    logits = hidden @ weight.T
+    if bias is not None:
+        logits = logits + bias
+    logits = logits.float()
+    if transform.scale != 1.0:
+        logits = logits * transform.scale
+    if transform.softcap is not None:
+        logits = transform.softcap * torch.tanh(logits / transform.softcap)
+    logits = logits / temperature[:, None]
+    outside = None
+    if top_p is not None and bool((top_p < 1.0).any()):
+        # log π_nucleus(y) = z_y − logsumexp over the nucleus: the distribution sampled from
+        outside = nucleus_mask(logits, top_p, targets)
+        logits = logits.masked_fill(outside, float("-inf"))
     logz = logits.logsumexp(-1)
     with torch.no_grad():
         probs = torch.softmax(logits, -1)
-        entropy = logz - (probs * logits).sum(-1)
+        finite = logits if outside is None else logits.masked_fill(outside, 0.0)
+        entropy = logz - (probs * finite).sum(-1)
     return logits.gather(1, targets[:, None]).squeeze(1) - logz, entropy
 
 
@@ -110,30 +166,44 @@ def chunked_logprobs(
     hidden: torch.Tensor,
     weight: torch.Tensor,
     targets: torch.Tensor,
-    temperature: float = 1.0,
+    temperature: float | torch.Tensor = 1.0,
     chunk_size: int = 1024,
+    *,
+    bias: torch.Tensor | None = None,
+    top_p: torch.Tensor | None = None,
+    transform: LogitTransform = PLAIN_LOGITS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log π(target) and entropy for [N, H] hidden states, never materialising [N, V] at once.
 
-    Each chunk's logits are recomputed in the backward pass (activation checkpointing), so the
-    peak holds one chunk of logits instead of the whole batch's full-vocabulary log-softmax.
+    π is the distribution the engine sampled from: logits = transform(hidden·Wᵀ + bias) / T,
+    restricted to the top-p nucleus and renormalised when ``top_p`` [N] has entries < 1
+    (REFERENCE §1, TIS needs the probability the token was really drawn with). ``temperature``
+    is a number or a per-token [N] tensor. Each chunk's logits are recomputed in the backward
+    pass (activation checkpointing), so the peak holds one chunk of logits instead of the whole
+    batch's full-vocabulary log-softmax.
     """
     from torch.utils.checkpoint import checkpoint
 
+    n = hidden.shape[0]
+    if not isinstance(temperature, torch.Tensor):
+        temperature = torch.full((n,), float(temperature), device=hidden.device)
+    temperature = temperature.float()
     logps, entropies = [], []
-    for start in range(0, hidden.shape[0], chunk_size):
+    for start in range(0, n, chunk_size):
         part = slice(start, start + chunk_size)
+        args = (
+            hidden[part],
+            weight,
+            bias,
+            targets[part],
+            temperature[part],
+            None if top_p is None else top_p[part],
+            transform,
+        )
         if torch.is_grad_enabled():
-            logp, entropy = checkpoint(
-                _chunk_logprobs,
-                hidden[part],
-                weight,
-                targets[part],
-                temperature,
-                use_reentrant=False,
-            )
+            logp, entropy = checkpoint(_chunk_logprobs, *args, use_reentrant=False)
         else:
-            logp, entropy = _chunk_logprobs(hidden[part], weight, targets[part], temperature)
+            logp, entropy = _chunk_logprobs(*args)
         logps.append(logp)
         entropies.append(entropy)
     return torch.cat(logps), torch.cat(entropies)

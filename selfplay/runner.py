@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -301,7 +302,11 @@ def start(config: ExperimentConfig) -> tuple[Path, list[dict]]:
     resolve_model_path(config.model.path)
     run_dir = new_run_dir(config)
     console.print(f"[bold]run[/] {run_dir}")
-    world = build(config, run_dir, resume=False, loop=loop)
+    try:
+        world = build(config, run_dir, resume=False, loop=loop)
+    except UserError:  # e.g. a model head the learner refuses: leave no run folder behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     return run_dir, run(world, 0)
 
 

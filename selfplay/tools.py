@@ -268,6 +268,7 @@ async def tool_rollout(
         prompt_text=request.messages[-1]["content"] if request.messages else "",
         policy_version=min(transcript.oldest_version, getattr(policy, "version", 0)),
         temperature=request.sampling.temperature,
+        top_p=request.sampling.top_p,
     )
     return ToolRollout(turn=turn, calls=calls, model_calls=model_calls, finish_reason=finish)
 

@@ -72,6 +72,7 @@ class Turn:
     prompt_text: str = ""
     policy_version: int = 0  # learner step whose weights produced it (staleness)
     temperature: float = 1.0  # sampling temperature: the learner scores tokens under the same one
+    top_p: float = 1.0  # nucleus sampled from: the learner scores under the same truncation
 
     @classmethod
     def from_completion(
@@ -82,6 +83,7 @@ class Turn:
         prompt_text: str = "",
         temperature: float = 1.0,
         policy_version: int = 0,
+        top_p: float = 1.0,
     ) -> Turn:
         return cls(
             role=role,
@@ -93,6 +95,7 @@ class Turn:
             adapter=adapter,
             prompt_text=prompt_text,
             temperature=temperature,
+            top_p=top_p,
             policy_version=(
                 completion.policy_version
                 if completion.policy_version is not None

@@ -191,3 +191,187 @@ def test_merged_single_adapter_batches_leave_base_weights_exact(pair, tiny_model
         if ".base_layer." in name:
             plain = name.replace("base_model.model.", "").replace(".base_layer", "")
             assert torch.equal(param, fresh[plain]), name
+
+
+def test_learner_scores_top_p_turns_like_the_engine(pair):
+    """Top-p < 1: engine and learner both use the renormalised nucleus, so they agree and the
+    TIS weight is 1; scoring the untruncated distribution instead would be ~log(1/p) away."""
+    engine, learner = pair
+    requests = _requests(["alpha", "beta", "alpha"], temperature=0.8)
+    for request, top_p in zip(requests, [0.5, 0.3, 0.9], strict=True):
+        request.sampling = SamplingParams(temperature=0.8, top_p=top_p, max_new_tokens=10)
+    completions = engine.generate(requests)
+    samples = [
+        Sample(
+            turn=Turn.from_completion(
+                r.role, c, adapter=r.adapter, temperature=0.8, top_p=r.sampling.top_p
+            ),
+            advantage=1.0,
+        )
+        for r, c in zip(requests, completions, strict=True)
+    ]
+    untruncated = [
+        Sample(
+            turn=Turn.from_completion(r.role, c, adapter=r.adapter, temperature=0.8), advantage=1
+        )
+        for r, c in zip(requests, completions, strict=True)
+    ]
+    for sample, scored, plain in zip(
+        samples, learner.score(samples), learner.score(untruncated), strict=True
+    ):
+        engine_lp = sample.turn.engine_logprobs
+        assert max(abs(x - y) for x, y in zip(scored, engine_lp, strict=True)) < 1e-4
+        assert min(x - y for x, y in zip(scored, plain, strict=True)) > 0.05
+    batch = learner._micro_batches(samples)[0]
+    logp, _ = learner._token_logprobs(batch)
+    from selfplay.losses import tis_weights
+
+    weights = tis_weights(logp.detach(), batch.engine_logprobs, 2.0)
+    assert torch.allclose(weights, torch.ones_like(weights), atol=1e-3)
+
+
+# ---------------------------------------------------------------- heads beyond hidden @ W
+
+
+def _tiny(config_cls, model_cls, tokenizer_vocab: int, **extra):
+    config = config_cls(
+        vocab_size=tokenizer_vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        **extra,
+    )
+    torch.manual_seed(0)
+    model = model_cls(config)
+    with torch.no_grad():  # logits large enough that a bias, a scale or a cap matters
+        head = model.get_output_embeddings()
+        head.weight.mul_(40.0)
+        if head.bias is not None:
+            head.bias.normal_(0, 2.0)
+    return model
+
+
+def _save(model, tokenizer, path):
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def biased_model_path(tiny_model_path, tmp_path_factory):
+    """A tiny Phi: its lm_head has a bias, so logits ≠ hidden @ lm_head.weight."""
+    from transformers import AutoTokenizer, PhiConfig, PhiForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    model = _tiny(PhiConfig, PhiForCausalLM, len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    assert model.get_output_embeddings().bias.abs().max() > 1
+    return _save(model, tokenizer, tmp_path_factory.mktemp("phi-bias"))
+
+
+def test_lm_head_bias_model_trains_on_the_engines_logprobs(biased_model_path):
+    engine = HFEngine(biased_model_path, seed=3)
+    learner = Learner(biased_model_path, LearnerSettings(lora=None, lr=1e-3))
+    requests = _requests(["shared"] * 3, temperature=0.9)
+    requests[1].sampling = SamplingParams(temperature=0.9, top_p=0.7, max_new_tokens=10)
+    completions = engine.generate(requests)
+    samples = [
+        Sample(
+            turn=Turn.from_completion("r", c, temperature=0.9, top_p=r.sampling.top_p),
+            advantage=a,
+        )
+        for r, c, a in zip(requests, completions, [1.0, -1.0, 0.5], strict=True)
+    ]
+    for sample, scored in zip(samples, learner.score(samples), strict=True):
+        engine_lp = sample.turn.engine_logprobs
+        assert max(abs(x - y) for x, y in zip(scored, engine_lp, strict=True)) < 1e-4
+    metrics = learner.step(samples)
+    assert metrics["train/mismatch_abs_max"] < 1e-4
+    assert metrics["train/tis_weight_mean"] == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "name, extra",
+    [
+        ("Gemma2", {"head_dim": 8, "final_logit_softcapping": 2.0}),
+        ("Cohere", {"logit_scale": 0.25}),
+        ("Granite", {"logits_scaling": 4.0}),
+    ],
+)
+def test_scaled_and_softcapped_heads_score_like_the_model(tmp_path, name, extra):
+    import transformers
+
+    config_cls = getattr(transformers, f"{name}Config")
+    model_cls = getattr(transformers, f"{name}ForCausalLM")
+    model = _tiny(config_cls, model_cls, 300, **extra)
+    model.save_pretrained(tmp_path)
+    learner = Learner(tmp_path, LearnerSettings(lora=None))
+    ids = [(7 * i) % 300 for i in range(12)]
+    turn = Turn(
+        role="r",
+        prompt_ids=ids[:5],
+        completion_ids=ids[5:],
+        engine_logprobs=[0.0] * 7,
+        loss_mask=[1] * 7,
+        text="",
+        temperature=0.7,
+    )
+    (scored,) = learner.score([Sample(turn=turn, advantage=1.0)])
+    with torch.no_grad():
+        logits = learner.model(input_ids=torch.tensor([ids])).logits[0, 4:-1].float()
+    expected = torch.log_softmax(logits / 0.7, -1).gather(1, torch.tensor(ids[5:])[:, None])
+    assert scored == pytest.approx(expected.squeeze(1).tolist(), abs=1e-4)
+    plain = torch.log_softmax(
+        learner.model.model(input_ids=torch.tensor([ids])).last_hidden_state[0, 4:-1]
+        @ learner.model.get_output_embeddings().weight.T
+        / 0.7,
+        -1,
+    )
+    # the transform matters here: ignoring it would be far off
+    assert (
+        plain.gather(1, torch.tensor(ids[5:])[:, None]).squeeze(1) - expected.squeeze(1)
+    ).abs().max() > 0.1
+
+
+def test_a_head_the_learner_cannot_reproduce_is_refused_in_one_line(tiny_model_path):
+    from transformers import LlamaForCausalLM
+
+    from selfplay.errors import UserError
+    from selfplay.learner import logit_transform
+
+    class DoubledLogits(LlamaForCausalLM):  # an unknown transform after the lm_head
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            out.logits = out.logits * 2.0
+            return out
+
+    model = DoubledLogits.from_pretrained(tiny_model_path)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(40.0)
+    with pytest.raises(UserError) as info:
+        logit_transform(model, "doubled")
+    message = str(info.value)
+    assert "\n" not in message and "doubled" in message and "not reproduced" in message
+    plain = LlamaForCausalLM.from_pretrained(tiny_model_path)
+    assert logit_transform(plain).scale == 1.0  # a plain head passes the probe
+
+
+def test_a_refused_model_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
+    import yaml
+
+    import selfplay.runner
+    from selfplay.cli import main
+    from selfplay.errors import UserError
+    from tests.conftest import tiny_config
+
+    def refuse(*args, **kwargs):
+        raise UserError("model tiny: its logits are not reproduced from its hidden states")
+
+    monkeypatch.setattr(selfplay.runner, "Learner", refuse)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(tmp_path)))
+    assert main(["run", str(path)]) == 2
+    assert "not reproduced" in capsys.readouterr().err
+    assert not list((tmp_path / "runs").glob("*"))

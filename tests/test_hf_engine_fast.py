@@ -106,3 +106,49 @@ def test_inverse_cdf_sampling_follows_the_weights():
     assert counts[0, [0, 2, 4]].sum() == 0 and counts[1, 1:4].sum() == 0  # zero weight: never
     assert counts[0, 3] / 4000 == pytest.approx(0.75, abs=0.03)
     assert counts[1, 0] / 4000 == pytest.approx(0.5, abs=0.03)
+
+
+def nucleus_logprobs(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Reference: log-probs of the renormalised top-p nucleus of softmax(logits), in float64
+    (−inf outside it); the token whose preceding mass crosses p is inside."""
+    probs = torch.softmax(logits.double(), -1)
+    sorted_probs, order = probs.sort(-1, descending=True)
+    inside_sorted = sorted_probs.cumsum(-1) - sorted_probs <= top_p
+    inside = torch.zeros_like(inside_sorted).scatter(-1, order, inside_sorted)
+    kept = torch.where(inside, probs, 0.0)
+    return (kept / kept.sum(-1, keepdim=True)).log()
+
+
+def test_top_p_logprobs_are_those_of_the_renormalised_nucleus(engine, tiny_model_path):
+    """With top_p < 1 the engine reports log p(token) / (nucleus mass): the probability the token
+    was drawn with, which TIS divides by. Greedy rows keep the untruncated T = 1 log-probs."""
+    settings = [(1.0, 0.3), (0.7, 0.9), (1.3, 1.0), (0.0, 0.5), (1.0, 0.5)]
+    requests = [
+        Request(
+            role="r",
+            messages=[{"role": "user", "content": "word " * (2 * i + 1)}],
+            sampling=SamplingParams(temperature=t, top_p=p, max_new_tokens=8),
+        )
+        for i, (t, p) in enumerate(settings)
+    ]
+    completions = engine.generate(requests)
+    plain = load_causal_lm(tiny_model_path)
+    gaps = []
+    for completion, (temperature, top_p) in zip(completions, settings, strict=True):
+        ids = completion.prompt_ids + completion.token_ids
+        with torch.inference_mode():
+            logits = plain(input_ids=torch.tensor([ids])).logits[0].float()
+        logits = logits[len(completion.prompt_ids) - 1 : -1]
+        tokens = torch.tensor(completion.token_ids)[:, None]
+        greedy = temperature == 0.0
+        reference = nucleus_logprobs(
+            logits / (1.0 if greedy else temperature), 1.0 if greedy else top_p
+        )
+        expected = reference.gather(1, tokens).squeeze(1)
+        assert torch.isfinite(expected).all()  # every sampled token lies in its nucleus
+        assert completion.logprobs == pytest.approx(expected.tolist(), abs=2e-4)
+        untruncated = torch.log_softmax(logits / (1.0 if greedy else temperature), -1)
+        gaps.append(float((expected - untruncated.gather(1, tokens).squeeze(1)).abs().min()))
+    # the nucleus matters: log(1/0.3) ≈ 1.2 nats for top_p 0.3 on a near-uniform model
+    assert gaps[0] == pytest.approx(-torch.log(torch.tensor(0.3)).item(), abs=0.02)
+    assert gaps[2] < 1e-6 and gaps[3] < 1e-6  # top_p 1 and greedy rows: untruncated

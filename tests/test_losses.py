@@ -102,3 +102,53 @@ def test_chunked_logprobs_match_full_softmax_values_and_gradients():
     assert torch.allclose(chunked, full, atol=1e-5)
     assert torch.allclose(grads[0], hidden.grad, atol=1e-5)
     assert torch.allclose(grads[1], weight.grad, atol=1e-5)
+
+
+def test_chunked_logprobs_with_top_p_score_the_renormalised_nucleus():
+    """Values and gradients equal a masked log-softmax over each row's nucleus; the target is
+    never masked; rows with top_p = 1 and per-token temperatures are plain log-softmax."""
+    from tests.test_hf_engine_fast import nucleus_logprobs
+
+    torch.manual_seed(1)
+    hidden = torch.randn(6, 8, requires_grad=True)
+    weight = torch.randn(40, 8, requires_grad=True)
+    temperature = torch.tensor([1.0, 0.5, 2.0, 1.0, 0.7, 1.0])
+    top_p = torch.tensor([0.5, 0.9, 0.3, 1.0, 0.6, 0.2])
+    scaled = (hidden @ weight.T) / temperature[:, None]
+    reference = torch.stack(
+        [nucleus_logprobs(row, float(p)) for row, p in zip(scaled, top_p, strict=True)]
+    )
+    inside = torch.isfinite(reference)
+    targets = torch.stack([torch.nonzero(row)[-1, 0] for row in inside])  # last nucleus token
+    targets[5] = int(scaled[5].argmin())  # outside its nucleus: kept, not −inf
+    chunked, _ = chunked_logprobs(hidden, weight, targets, temperature, chunk_size=4, top_p=top_p)
+    chunked.sum().backward()
+    grads = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad = weight.grad = None
+    keep = inside.clone()
+    keep[5, targets[5]] = True
+    masked = ((hidden @ weight.T) / temperature[:, None]).masked_fill(~keep, float("-inf"))
+    expected = torch.log_softmax(masked, -1).gather(1, targets[:, None]).squeeze(1)
+    expected.sum().backward()
+    assert torch.allclose(
+        chunked[:5], reference.gather(1, targets[:, None]).squeeze(1)[:5].float(), atol=1e-5
+    )
+    assert torch.allclose(chunked, expected, atol=1e-5) and torch.isfinite(chunked).all()
+    assert torch.allclose(grads[0], hidden.grad, atol=1e-5)
+    assert torch.allclose(grads[1], weight.grad, atol=1e-5)
+    plain = torch.log_softmax(scaled, -1).gather(1, targets[:, None]).squeeze(1)
+    assert chunked[3].item() == pytest.approx(plain[3].item(), abs=1e-5)  # top_p = 1
+    assert (chunked - plain)[[0, 1, 2, 4]].min() > 0.05  # truncation raises every other log-prob
+
+
+def test_chunked_logprobs_apply_bias_scale_and_softcap():
+    from selfplay.losses import LogitTransform
+
+    torch.manual_seed(2)
+    hidden, weight = torch.randn(5, 8), torch.randn(30, 8)
+    bias, targets = torch.randn(30), torch.randint(0, 30, (5,))
+    transform = LogitTransform(scale=0.5, softcap=2.0)
+    got, _ = chunked_logprobs(hidden, weight, targets, 0.8, bias=bias, transform=transform)
+    logits = 2.0 * torch.tanh((hidden @ weight.T + bias) * 0.5 / 2.0) / 0.8
+    want = torch.log_softmax(logits, -1).gather(1, targets[:, None]).squeeze(1)
+    assert torch.allclose(got, want, atol=1e-5)

@@ -2,9 +2,10 @@
 
 What it adds over ``model.generate``:
 
-- per-token log-probs of the sampled tokens under the *temperature-scaled* distribution
-  (log softmax(logits / T), before top-p truncation), which is exactly what the learner
-  recomputes, so TIS and the mismatch metric compare like with like;
+- per-token log-probs of the sampled tokens under the distribution they were drawn from:
+  log softmax(logits / T), and with top-p < 1 the nucleus renormalised to sum to 1 (the
+  learner scores under the same truncated distribution, so TIS and the mismatch metric
+  compare like with like); greedy rows report log softmax(logits) at T = 1, untruncated;
 - several named LoRA adapters on one base model, mixed in one batch (peft's ``adapter_names``);
 - finished rows are dropped from the batch and its KV cache at once (``batch_select_indices``),
   so a batch costs what its live rows cost, not what its longest row costs;
@@ -312,17 +313,26 @@ class HFEngine:
         total = weights.sum(-1, keepdim=True)
         log_total = total.log()
         greedy = [t == 0.0 for t in temps]
+        log_kept = None  # log of the nucleus' probability mass, per row (0 outside top-p rows)
         if all(greedy):
             tokens = logits.argmax(-1)
         else:
             top_ps = [row.top_p for row in rows]
             if any(p < 1.0 for p in top_ps):
                 weights = _top_p_filter(weights / total, top_ps)
+                truncated = [p < 1.0 and not g for p, g in zip(top_ps, greedy, strict=True)]
+                log_kept = torch.where(
+                    torch.tensor(truncated, device=logits.device), weights.sum(-1).log(), 0.0
+                )
             tokens = _sample_rows(weights, self.generator)
             if any(greedy):
                 is_greedy = torch.tensor(greedy, device=logits.device)
                 tokens = torch.where(is_greedy, logits.argmax(-1), tokens)
         chosen = (logits.gather(1, tokens[:, None]) - peak - log_total).squeeze(1)
+        if log_kept is not None:
+            # top-p rows were drawn from the renormalised nucleus p / (nucleus mass): report
+            # that probability, the one TIS must divide by (the learner scores the same)
+            chosen = chosen - log_kept
         for row, token, logprob in zip(rows, tokens.tolist(), chosen.tolist(), strict=True):
             row.tokens.append(token)
             row.logprobs.append(logprob)

@@ -83,6 +83,7 @@ class Loop:
             adapter=request.adapter,
             prompt_text=prompt_text,
             temperature=request.sampling.temperature,
+            top_p=request.sampling.top_p,
             policy_version=policy.version,
         )
 
