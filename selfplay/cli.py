@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print("selfplay: interrupted; `selfplay resume RUN` continues", file=sys.stderr)
         return 130
     except Exception as exc:  # known input errors from the leaf packages
-        if type(exc).__name__ in ("RolePromptError", "UnknownGameError"):
+        if type(exc).__name__ in ("RolePromptError", "UnknownGameError", "UnplayableGameError"):
             print(f"selfplay: error: {exc}", file=sys.stderr)
             return 2
         raise
