@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,9 @@ from games.tictactoe import TicTacToe
 from selfplay import plugins
 
 OFFLINE_LIST = Path(__file__).with_name("textarena_offline.txt")
+LEGAL_FILE = OFFLINE_LIST.with_suffix(".json")  # written by games.verify_offline
+# Native games know their legal moves exactly, except negotiation's free-form offers.
+_NATIVE_LEGAL = {"simple_negotiation": "free-form"}
 
 _NATIVE: dict[str, Callable[..., Game]] = {
     "kuhn_poker": KuhnPoker,
@@ -95,6 +99,23 @@ def verified_textarena_ids() -> list[str]:
         return []
     lines = (line.strip() for line in OFFLINE_LIST.read_text().splitlines())
     return [line for line in lines if line and not line.startswith("#")]
+
+
+@functools.cache
+def legal_move_records() -> dict[str, dict]:
+    """Per verified TextArena id: where its legal moves come from and how a random player
+    fared (see games.verify_offline); {} before the file is generated."""
+    return json.loads(LEGAL_FILE.read_text()) if LEGAL_FILE.exists() else {}
+
+
+def legal_moves_summary(game_id: str) -> tuple[str, str]:
+    """(where legal moves come from, the random player's invalid rate) for listings."""
+    if game_id in _NATIVE:
+        return _NATIVE_LEGAL.get(game_id, "exact"), "-"
+    record = legal_move_records().get(game_id.removeprefix(TEXTARENA_PREFIX))
+    if record is None:
+        return "?", "-"
+    return record["legal"], f"{record['random_invalid_rate']:.2f}"
 
 
 def list_games() -> list[str]:

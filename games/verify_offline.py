@@ -32,10 +32,8 @@ from pathlib import Path
 
 from games.opponents import RandomOpponent, options
 from games.oracle import KNOWN_SOURCES, LISTING, ORACLE, UNKNOWN
+from games.registry import LEGAL_FILE, OFFLINE_LIST
 from games.textarena_adapter import TextArenaGame, textarena_ids
-
-OFFLINE_LIST = Path(__file__).with_name("textarena_offline.txt")
-LEGAL_FILE = OFFLINE_LIST.with_suffix(".json")
 
 
 @dataclass
