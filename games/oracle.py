@@ -163,10 +163,12 @@ def template(
     for match in _SLOT.finditer(token):
         parts.append(token[last : match.start()])
         if match.group("letter") is not None:
-            upper = match.group("letter").isupper()
-            guessed |= not letters
-            axis = letters or "abcdefgh"
-            parts.append(tuple(c.upper() if upper else c for c in axis))
+            letter = match.group("letter")
+            if letters:  # a board square: the file ranges over the board's axis letters
+                upper = letter.isupper()
+                parts.append(tuple(c.upper() if upper else c for c in letters))
+            else:  # no board drawn: a name with a number ("A4" = 4 units on field A)
+                parts.append(letter)
             parts.append(ranks or integers)  # a square's rank: the board's own labels
         else:
             guessed |= bool(match.group("hole")) and big_numbers
