@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from games.opponents import RandomOpponent, options
-from games.oracle import KNOWN_SOURCES, LISTING, ORACLE, UNKNOWN
+from games.oracle import DEFAULT_MAX_TRIALS, KNOWN_SOURCES, LISTING, ORACLE, UNKNOWN
 from games.registry import LEGAL_FILE, OFFLINE_LIST
 from games.textarena_adapter import TextArenaGame, textarena_ids
 
@@ -85,14 +85,16 @@ class VerificationError(RuntimeError):
     """The env ran, but not well enough to list it as working."""
 
 
-def play_random(env_id: str, seed: int = 0, max_turns: int = 30) -> TextArenaGame:
+def play_random(
+    env_id: str, seed: int = 0, max_turns: int = 30, oracle_trials: int = DEFAULT_MAX_TRIALS
+) -> TextArenaGame:
     """One game of random moves; raises if the env breaks.
 
     A move known to be legal (listed in the observation, or accepted on a copy by the oracle)
     must be accepted: if the game rejects it, the listing is wrong (e.g. stale) or the copy
     differs from the game, and a loop trusting it would punish legal play, so the id fails.
     """
-    game = TextArenaGame(env_id, max_turns=max_turns)
+    game = TextArenaGame(env_id, max_turns=max_turns, oracle_trials=oracle_trials)
     game.reset(seed)
     opponent = RandomOpponent(seed)
     while not game.done:

@@ -227,3 +227,52 @@ def test_unplayable_ids_fail_in_one_line(game_id: str, words: str) -> None:
         games.make(game_id)
     message = str(caught.value)
     assert words in message and "\n" not in message and game_id in message
+
+
+# ---------------------------------------------------------------------- every known id
+def known_ids(cheap_only: bool) -> list[str]:
+    """Verified ids whose every state had a known legal set (games/textarena_offline.json).
+
+    The cheap subset: base ids (no -train/-raw variant) whose oracle costs under 30 ms a state.
+    """
+    from games.registry import legal_move_records
+
+    records = legal_move_records()
+    return sorted(
+        env_id
+        for env_id, record in records.items()
+        if record["legal"] in (LISTING, ORACLE)
+        and (
+            not cheap_only
+            or (not env_id.endswith(("-raw", "-train")) and record["oracle_us_per_call"] < 30_000)
+        )
+    )
+
+
+def test_the_verification_file_covers_the_verified_ids() -> None:
+    from games.registry import legal_move_records
+
+    records = legal_move_records()
+    assert set(records) == set(games.verified_textarena_ids())
+    assert len(known_ids(cheap_only=False)) >= 40
+    assert records["Nim-v0"]["legal"] == ORACLE and records["TicTacToe-v0"]["legal"] == LISTING
+    assert records["Nim-v0"]["random_invalid_rate"] == 0.0
+
+
+def random_games_without_invalid_moves(env_id: str, seeds: range, max_turns: int) -> None:
+    from games.verify_offline import play_random
+
+    for seed in seeds:
+        game = play_random(env_id, seed=seed, max_turns=max_turns)
+        assert game.invalid_move_by is None, (env_id, seed, game.reason)
+
+
+@pytest.mark.parametrize("env_id", known_ids(cheap_only=True))
+def test_random_player_makes_no_invalid_move_where_moves_are_known(env_id: str) -> None:
+    random_games_without_invalid_moves(env_id, range(10, 12), max_turns=20)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", known_ids(cheap_only=False))
+def test_random_player_makes_no_invalid_move_on_every_known_id(env_id: str) -> None:
+    random_games_without_invalid_moves(env_id, range(10, 15), max_turns=50)
