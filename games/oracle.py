@@ -226,6 +226,7 @@ def candidates(text: str, max_trials: int = DEFAULT_MAX_TRIALS, seed: int = 0) -
             complete = False
             for _ in range(budget):
                 add(tpl.fill(sample_local(tpl.slots(), rng)))
+    complete &= len(moves) <= max_trials  # a page with more tokens than the budget
     return Candidates(list(moves.values())[:max_trials], complete)
 
 
