@@ -21,9 +21,12 @@ from games.opponents import (
     RandomOpponent,
     assign_seats,
     candidate_actions,
+    example_action,
 )
+from games.oracle import LegalSet, find_legal
 from games.registry import (
     UnknownGameError,
+    UnplayableGameError,
     list_games,
     make,
     register,
@@ -39,6 +42,7 @@ __all__ = [
     "Game",
     "GameOverError",
     "KuhnPoker",
+    "LegalSet",
     "NativeGame",
     "Offer",
     "OfferError",
@@ -49,8 +53,11 @@ __all__ = [
     "TextArenaGame",
     "TicTacToe",
     "UnknownGameError",
+    "UnplayableGameError",
     "assign_seats",
     "candidate_actions",
+    "example_action",
+    "find_legal",
     "extract_action",
     "legal_actions_from_text",
     "list_games",

@@ -8,6 +8,7 @@ training loop, which owns the models; this module only decides *which* checkpoin
 from __future__ import annotations
 
 import random
+import zlib
 from collections import deque
 from typing import Any, Protocol
 
@@ -27,22 +28,42 @@ class Opponent(Protocol):
 
 
 def candidate_actions(game: Game, player: int) -> list[str]:
-    """Best-known options: exact legal actions, else the game's examples, else a guess.
+    """Best-known options: exact legal actions, else the game's examples, else a guess."""
+    return options(game, player)[0]
 
-    The guess is every bracketed token the player can see, which for TextArena games
+
+def options(game: Game, player: int) -> tuple[list[str], bool]:
+    """(moves, verified): verified moves are legal for sure, guesses may not be.
+
+    Verified: the exact legal actions, else the game's `example_actions` (for TextArena games,
+    the moves the legal-move oracle saw the game accept, even where the whole set is not
+    known). The guess is every bracketed token the player can see, which for TextArena games
     usually includes the moves named in the rules; an invalid guess just loses the game.
     """
     legal = game.legal_actions(player)
     if legal:
-        return legal
+        return legal, True
     examples = getattr(game, "example_actions", None)
     if callable(examples):
         found = examples(player)
         if found:
-            return list(found)
+            return list(found), True
     tokens = list(dict.fromkeys(bracketed_tokens(game.observation(player))))
     playable = [token for token in tokens if not is_placeholder(token)]
-    return playable or tokens or [FALLBACK_GUESS]
+    return playable or tokens or [FALLBACK_GUESS], False
+
+
+def example_action(game: Game, player: int, fallback: str = "[action]") -> str:
+    """A move to show in a prompt as the answer format: a legal one wherever one is known.
+
+    Picked by a hash of the observation, so prompts are reproducible and do not always show
+    the same move (a fixed example would invite copying it). Where no move is verified, the
+    first playable token on the page (the rules' format example), else `fallback`.
+    """
+    moves, verified = options(game, player)
+    if not verified:
+        return moves[0] if moves and moves[0] != FALLBACK_GUESS else fallback
+    return moves[zlib.crc32(game.observation(player).encode()) % len(moves)]
 
 
 class RandomOpponent:
@@ -50,9 +71,12 @@ class RandomOpponent:
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = random.Random(seed)
+        self.verified = True  # whether every move so far was known to be legal
 
     def act(self, game: Game, player: int) -> str:
-        return self.rng.choice(candidate_actions(game, player))
+        moves, verified = options(game, player)
+        self.verified &= verified
+        return self.rng.choice(moves)
 
 
 class CheckpointPool:

@@ -1,7 +1,13 @@
-"""Game ids -> games: native games by name, any TextArena env as "textarena:<id>"."""
+"""Game ids -> games: native games by name, any TextArena env as "textarena:<id>", and games
+from a user's own module by import path ("my_games.nim:Nim") or entry point (group
+``selfplay.games``)."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -9,10 +15,20 @@ from typing import Any
 from games.base import Game
 from games.kuhn_poker import KuhnPoker
 from games.simple_negotiation import SimpleNegotiation
-from games.textarena_adapter import TEXTARENA_PREFIX, TextArenaGame, textarena_ids
+from games.textarena_adapter import (
+    TEXTARENA_PREFIX,
+    TextArenaGame,
+    _textarena,
+    isolated_side_effects,
+    textarena_ids,
+)
 from games.tictactoe import TicTacToe
+from selfplay import plugins
 
 OFFLINE_LIST = Path(__file__).with_name("textarena_offline.txt")
+LEGAL_FILE = OFFLINE_LIST.with_suffix(".json")  # written by games.verify_offline
+# Native games know their legal moves exactly, except negotiation's free-form offers.
+_NATIVE_LEGAL = {"simple_negotiation": "free-form"}
 
 _NATIVE: dict[str, Callable[..., Game]] = {
     "kuhn_poker": KuhnPoker,
@@ -31,6 +47,45 @@ class UnknownGameError(LookupError):
         )
 
 
+class UnplayableGameError(ValueError):
+    """A game id that exists but cannot be played here (one-player, broken import, ...)."""
+
+    def __init__(self, game_id: str, why: str) -> None:
+        self.game_id = game_id
+        super().__init__(f"game {game_id!r} cannot be played here: {why}")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip().strip("*")]
+    return f"{type(exc).__name__}: {lines[0][:160]}" if lines else type(exc).__name__
+
+
+@functools.cache
+def unplayable_reason(env_id: str) -> str | None:
+    """Why the TextArena id cannot be played by two players here, or None if it can.
+
+    Imports the env's module (Chess and others raise SyntaxError before Python 3.12) and
+    resets one env for two players (one-player and 3+-player envs refuse). Once per process;
+    the reset seeds Python's global `random`, so its state is put back.
+    """
+    spec = _textarena().envs.registration.ENV_REGISTRY[env_id]
+    if isinstance(spec.entry_point, str):
+        module = spec.entry_point.partition(":")[0]
+        try:
+            importlib.import_module(module)
+        except (Exception, SystemExit) as exc:
+            version = ".".join(map(str, sys.version_info[:2]))
+            return (
+                f"its module {module} does not import under Python {version} ({_first_line(exc)})"
+            )
+    try:
+        with isolated_side_effects():
+            _textarena().make(env_id).reset(num_players=2, seed=0)
+    except (Exception, SystemExit) as exc:
+        return f"it does not start a two-player game ({_first_line(exc)})"
+    return None
+
+
 def register(game_id: str, factory: Callable[..., Game]) -> None:
     """Add a native game under `game_id` (a new game is one module plus this call)."""
     if game_id in _NATIVE or game_id.startswith(TEXTARENA_PREFIX):
@@ -46,22 +101,73 @@ def verified_textarena_ids() -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
+@functools.cache
+def legal_move_records() -> dict[str, dict]:
+    """Per verified TextArena id: where its legal moves come from and how a random player
+    fared (see games.verify_offline); {} before the file is generated."""
+    return json.loads(LEGAL_FILE.read_text()) if LEGAL_FILE.exists() else {}
+
+
+def legal_moves_summary(game_id: str) -> tuple[str, str]:
+    """(where legal moves come from, the random player's invalid rate) for listings."""
+    if game_id in _NATIVE:
+        return _NATIVE_LEGAL.get(game_id, "exact"), "-"
+    record = legal_move_records().get(game_id.removeprefix(TEXTARENA_PREFIX))
+    if record is None:
+        return "?", "-"
+    return record["legal"], f"{record['random_invalid_rate']:.2f}"
+
+
 def list_games() -> list[str]:
-    """Native ids, then the TextArena ids verified to work offline here."""
-    return sorted(_NATIVE) + [TEXTARENA_PREFIX + env_id for env_id in verified_textarena_ids()]
+    """Native ids, games from entry points, then the TextArena ids verified offline here."""
+    plugged = plugins.entry_point_names(plugins.GAMES)
+    return (
+        sorted(_NATIVE)
+        + [name for name in plugged if name not in _NATIVE]
+        + [TEXTARENA_PREFIX + env_id for env_id in verified_textarena_ids()]
+    )
 
 
 def make(game_id: str, **kwargs: Any) -> Game:
-    """A new, not yet reset, game. Keyword arguments go to the game's constructor."""
+    """A new, not yet reset, game. Keyword arguments go to the game's constructor.
+
+    Raises `UnknownGameError` for an id nothing resolves, and `UnplayableGameError` for one
+    that cannot be played by two players here (checked once per id and process).
+    """
     if game_id in _NATIVE:
         return _NATIVE[game_id](**kwargs)
     if game_id.startswith(TEXTARENA_PREFIX):
         env_id = game_id[len(TEXTARENA_PREFIX) :]
-        # Only the registry is consulted here; the env's own module loads at reset().
         if env_id not in textarena_ids():
             raise UnknownGameError(game_id, " (not in textarena's registry)")
+        why = unplayable_reason(env_id)
+        if why:
+            raise UnplayableGameError(game_id, why)
         return TextArenaGame(env_id, **kwargs)
+    if plugins.resolvable(game_id, plugins.GAMES):
+        return _plugin_game(game_id, kwargs)
     hint = ""
     if game_id in verified_textarena_ids():
         hint = f" (did you mean '{TEXTARENA_PREFIX}{game_id}'?)"
     raise UnknownGameError(game_id, hint)
+
+
+def _plugin_game(game_id: str, kwargs: dict[str, Any]) -> Game:
+    """A game from a user's module: ``factory(**kwargs)``, checked to be a two-player game."""
+    factory = plugins.load_object(game_id, plugins.GAMES, what="game")
+    if not callable(factory):
+        raise UnplayableGameError(game_id, f"{factory!r} is not a class or factory")
+    try:
+        game = factory(**kwargs)
+    except TypeError as exc:
+        raise UnplayableGameError(game_id, f"its constructor refused {kwargs} ({exc})") from exc
+    missing = [
+        m
+        for m in ("reset", "observation", "legal_actions", "step", "outcome")
+        if not hasattr(game, m)
+    ]
+    if missing:
+        raise UnplayableGameError(game_id, f"it lacks {', '.join(missing)} (see games.Game)")
+    if getattr(game, "num_players", 2) != 2:
+        raise UnplayableGameError(game_id, f"it has {game.num_players} players; games here have 2")
+    return game

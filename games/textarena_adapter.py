@@ -14,11 +14,19 @@ TextArena facts this relies on (textarena 0.7.4, read from its source):
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib
+import io
+import random
+import sys
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from games.actions import legal_actions_from_text
 from games.base import DEFAULT_MAX_TURNS, GameOverError, StepResult, zero_sum_outcome
+from games.oracle import DEFAULT_MAX_TRIALS, KNOWN_SOURCES, LISTING, UNKNOWN, LegalSet, find_legal
 
 TEXTARENA_PREFIX = "textarena:"
 
@@ -50,15 +58,54 @@ def render_observation(observation: Any) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def isolated_side_effects() -> Iterator[None]:
+    """Keep trial moves from touching the real game's world: global RNGs and stdout.
+
+    TextArena seeds and draws from Python's global `random` (and some envs numpy's) during
+    play; a trial move on a copy must not advance the stream the real game will use.
+    """
+    state = random.getstate()
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        random.setstate(state)
+        if numpy is not None and numpy_state is not None:
+            numpy.random.set_state(numpy_state)
+
+
+def invalid_flags(state: Any) -> set[int]:
+    """Players whose `game_info` carries TextArena's invalid-move flag."""
+    game_info = getattr(state, "game_info", None) or {}
+    return {
+        pid
+        for pid, data in game_info.items()
+        if isinstance(data, dict) and data.get("invalid_move")
+    }
+
+
 class TextArenaGame:
-    """One TextArena id as a `Game`. Invalid moves end the game (error allowance 0)."""
+    """One TextArena id as a `Game`. Invalid moves end the game (error allowance 0).
+
+    `oracle_trials` bounds the moves tried on copies of the state to find the legal set when
+    the observation lists none (0 turns the oracle off; see games/oracle.py).
+    """
 
     num_players = 2
 
-    def __init__(self, env_id: str, max_turns: int = DEFAULT_MAX_TURNS) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        oracle_trials: int = DEFAULT_MAX_TRIALS,
+    ) -> None:
         self.env_id = env_id
         self.id = TEXTARENA_PREFIX + env_id
         self.max_turns = max_turns
+        self.oracle_trials = oracle_trials
         self.env: Any = None
         self._clear()
 
@@ -74,6 +121,8 @@ class TextArenaGame:
         self.raw_rewards: dict[int, float] | None = None
         self._seen: dict[int, str] = {}
         self._invalid_calls: list[tuple[int, str]] = []  # (player, reason) per call
+        self._legal: dict[tuple[int, int], LegalSet] = {}  # (turn, player) -> legal set
+        self.legal_sources: Counter[str] = Counter()  # states asked about, by source
 
     # ---- lifecycle -------------------------------------------------------------------
     def reset(self, seed: int) -> None:
@@ -133,12 +182,7 @@ class TextArenaGame:
 
     # ---- invalid moves -----------------------------------------------------------------
     def _invalid_flags(self) -> set[int]:
-        game_info = getattr(self.env.state, "game_info", None) or {}
-        return {
-            pid
-            for pid, data in game_info.items()
-            if isinstance(data, dict) and data.get("invalid_move")
-        }
+        return invalid_flags(self.env.state)
 
     def _offender(self, flagged_before: set[int], actor: int) -> tuple[int | None, str]:
         """Who broke the rules in this step, and why: (None, "") if nobody did.
@@ -202,13 +246,63 @@ class TextArenaGame:
         return self._seen.get(player, "")
 
     def legal_actions(self, player: int) -> list[str] | None:
-        """Moves listed in the player's latest observation, or None (the game judges).
+        """The exact legal moves: listed in the observation, or found by the oracle.
 
-        [] when it is not `player`'s turn or the game is over: nothing is playable then.
+        None when neither knows the whole set (the game judges every move anyway); [] when it
+        is not `player`'s turn or the game is over: nothing is playable then.
         """
+        legal = self.legal_set(player)
+        return list(legal.actions) if legal.known else None
+
+    def example_actions(self, player: int) -> list[str]:
+        """Moves the game accepted on a copy of this state, even where the set is partial."""
+        return list(self.legal_set(player).actions)
+
+    def legal_set(self, player: int) -> LegalSet:
+        """Legal moves of `player` now and where they come from (cached per state)."""
         if self.done or player != self.current_player:
-            return []
-        return legal_actions_from_text(self.observation(player))
+            return LegalSet((), LISTING)
+        key = (self.turn, player)
+        if key not in self._legal:
+            self._legal[key] = self._find_legal(player)
+            self.legal_sources[self._legal[key].source] += 1
+        return self._legal[key]
+
+    def _find_legal(self, player: int) -> LegalSet:
+        text = self.observation(player)
+        listed = legal_actions_from_text(text)
+        if listed:
+            return LegalSet(tuple(listed), LISTING)
+        if self.oracle_trials <= 0:
+            return LegalSet((), UNKNOWN, "the legal-move oracle is off (oracle_trials: 0)")
+        with isolated_side_effects():
+            return find_legal(text, self.accepts, self.oracle_trials, seed=self.turn)
+
+    def accepts(self, action: str) -> bool:
+        """Whether the game would accept `action` now: played on a deep copy of the env.
+
+        The real env is never stepped. The copy gets its own invalid-move recorder (the real
+        state's recorder, copied by reference, would report into this game).
+        """
+        try:
+            trial = copy.deepcopy(self.env)
+        except Exception:
+            return False
+        state = trial.state
+        calls: list[object] = []
+        method = type(state).set_invalid_move.__get__(state)
+
+        def record(*args: Any, **kwargs: Any) -> Any:
+            calls.append(args)
+            return method(*args, **kwargs)
+
+        state.set_invalid_move = record
+        before = invalid_flags(state)
+        try:
+            trial.step(action)
+        except Exception:
+            return False
+        return not calls and not (invalid_flags(state) - before)
 
     def _step_info(self) -> dict[str, Any]:
         return {"env_error": self.env_error} if self.env_error else {}
@@ -224,4 +318,8 @@ class TextArenaGame:
             "turns": self.turn,
             "raw_rewards": self.raw_rewards,
             "env_error": self.env_error,
+            # where each asked-about state's legal moves came from; a set that is not known
+            # (partial or unknown) makes "vs random" figures on this game doubtful
+            "legal_moves": dict(self.legal_sources),
+            "legal_set_unknown": any(source not in KNOWN_SOURCES for source in self.legal_sources),
         }

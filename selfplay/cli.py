@@ -66,13 +66,12 @@ def cmd_list(args) -> int:
         for name in list_roles():
             print(f"  {name}")
     if what in ("games", "all"):
-        try:
-            from games import list_games
-        except ImportError:
-            list_games = lambda: []  # noqa: E731
-        print("games:")
+        from games.registry import legal_moves_summary, list_games
+
+        print(f"games:  {'id':44s} {'legal moves':12s} random player's invalid rate")
         for name in list_games():
-            print(f"  {name}")
+            legal, invalid = legal_moves_summary(name)
+            print(f"  {name:50s} {legal:12s} {invalid}")
     return 0
 
 
@@ -122,6 +121,10 @@ def cmd_bench(args) -> int:
         from sandbox.bench import run_benchmark
 
         run_benchmark(calls=args.calls)
+    elif args.what == "oracle":
+        from games.bench_oracle import bench_oracle
+
+        bench_oracle(games=args.games)
     elif args.what == "step":
         from selfplay.bench.step import bench_step
 
@@ -171,7 +174,7 @@ def parser() -> argparse.ArgumentParser:
     an.set_defaults(func=cmd_analyze)
 
     bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")
-    bench.add_argument("what", choices=["engine", "learner", "sandbox", "step"])
+    bench.add_argument("what", choices=["engine", "learner", "sandbox", "step", "oracle"])
     bench.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     bench.add_argument("--model", default="embedded")
     bench.add_argument("--prompts", type=int, default=32)
@@ -179,6 +182,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch", type=int, default=16)
     bench.add_argument("--seq-len", type=int, default=256)
     bench.add_argument("--calls", type=int, default=200)
+    bench.add_argument("--games", type=int, default=3, help="oracle: random games per game id")
     bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
     bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
     bench.add_argument("--staleness", type=int, default=1, help="step: async max staleness")
@@ -200,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         print("selfplay: interrupted; `selfplay resume RUN` continues", file=sys.stderr)
         return 130
     except Exception as exc:  # known input errors from the leaf packages
-        if type(exc).__name__ in ("RolePromptError", "UnknownGameError"):
+        if type(exc).__name__ in ("RolePromptError", "UnknownGameError", "UnplayableGameError"):
             print(f"selfplay: error: {exc}", file=sys.stderr)
             return 2
         raise

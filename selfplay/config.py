@@ -179,7 +179,9 @@ class SpiralConfig(Strict):
 class ExperimentConfig(Strict):
     name: str
     description: str = ""
-    loop: Literal["rlvr", "spiral", "agent0", "spice"]
+    # a built-in loop (rlvr, spiral, agent0, spice), "module:Class", or an entry-point name;
+    # checked against the loop registry when the loop is built (selfplay.loops.loop_class)
+    loop: str
     seed: int = 0
     run_dir: str = "runs"
     model: ModelConfig = ModelConfig()
@@ -194,10 +196,11 @@ class ExperimentConfig(Strict):
     rollout: RolloutConfig = RolloutConfig()
     rlvr: RlvrConfig | None = None
     spiral: SpiralConfig | None = None
+    settings: dict[str, Any] = {}  # a plug-in loop's own section (selfplay.loops.loop_settings)
 
     @model_validator(mode="after")
     def _loop_section_present(self) -> ExperimentConfig:
-        if getattr(self, self.loop, None) is None:
+        if self.loop in type(self).model_fields and getattr(self, self.loop) is None:
             raise ValueError(f"loop {self.loop!r} needs a `{self.loop}:` section")
         if self.train.finetune == "full" and any(r.adapter == "own" for r in self.roles.values()):
             raise ValueError("roles with `adapter: own` need train.finetune: lora")

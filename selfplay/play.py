@@ -20,9 +20,8 @@ from selfplay.types import Request, SamplingParams
 def load_policy(run: str | None, model: str):
     """An hf engine with the run's latest trained LoRA weights (or the bare model)."""
     from selfplay.checkpoint import Checkpointer
-    from selfplay.engines.hf import HFEngine
+    from selfplay.engines.hf import HFEngine, lora_spec
     from selfplay.models import resolve_model_path
-    from selfplay.runner import lora_spec
 
     if run is None:
         return HFEngine(resolve_model_path(model)), "base"

@@ -19,18 +19,44 @@ sampled which batch).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
+from selfplay.types import Episode
+
 if TYPE_CHECKING:
-    from selfplay.runner import Rollout, World
+    from selfplay.runner import World  # type only: the runner imports this module
+
+
+@dataclass
+class Rollout:
+    """One step's episodes and what collecting them cost."""
+
+    step: int
+    episodes: list[Episode]
+    seconds: float
+    tokens: int
+    eval_metrics: dict[str, float]
+
+
+def collect(world: World, step: int, evaluate: bool) -> Rollout:
+    """Evaluate if asked, then collect one step's episodes (sync steps and the async producer)."""
+    eval_metrics = asyncio.run(world.loop.evaluate(world.policy, step)) if evaluate else {}
+    start, tokens_before = time.perf_counter(), world.policy.tokens_generated
+    episodes = asyncio.run(world.loop.collect(world.policy, step))
+    seconds = time.perf_counter() - start
+    return Rollout(
+        step, episodes, seconds, world.policy.tokens_generated - tokens_before, eval_metrics
+    )
 
 
 class _Stopped(Exception):
@@ -151,8 +177,6 @@ class AsyncRollouts:
 
     # ------------------------------------------------------------------ producer side
     def _produce(self) -> None:
-        from selfplay.runner import collect
-
         try:
             for step in self.steps:
                 evaluate = self.evaluate_at(step)

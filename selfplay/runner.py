@@ -17,7 +17,7 @@ import torch
 from selfplay.advantages import drop_zero_advantage
 from selfplay.checkpoint import Checkpointer, restore_rng, rng_state
 from selfplay.config import ExperimentConfig, dump, read_yaml, validate
-from selfplay.engines.hf import HFEngine, LoraSpec
+from selfplay.engines.hf import HFEngine, lora_spec
 from selfplay.errors import UserError
 from selfplay.learner import Learner, LearnerSettings
 from selfplay.loops import make_loop
@@ -25,18 +25,9 @@ from selfplay.loops.base import Loop
 from selfplay.losses import LOSS_PRESETS
 from selfplay.models import resolve_model_path
 from selfplay.report import write_report
+from selfplay.rollouts import AsyncRollouts, Rollout, collect
 from selfplay.scheduler import BatchingPolicy
 from selfplay.tracking import RunLogger, console, read_metrics
-from selfplay.types import Episode
-
-
-def lora_spec(config: ExperimentConfig) -> LoraSpec | None:
-    if config.train.finetune == "full":
-        return None
-    lora = config.train.lora
-    return LoraSpec(
-        r=lora.r, alpha=lora.alpha, dropout=lora.dropout, target_modules=tuple(lora.target_modules)
-    )
 
 
 def learner_settings(config: ExperimentConfig) -> LearnerSettings:
@@ -166,27 +157,6 @@ def restore(world: World) -> int:
     return next_step
 
 
-@dataclass
-class Rollout:
-    """One step's episodes and what collecting them cost."""
-
-    step: int
-    episodes: list[Episode]
-    seconds: float
-    tokens: int
-    eval_metrics: dict[str, float]
-
-
-def collect(world: World, step: int, evaluate: bool) -> Rollout:
-    eval_metrics = asyncio.run(world.loop.evaluate(world.policy, step)) if evaluate else {}
-    start, tokens_before = time.perf_counter(), world.policy.tokens_generated
-    episodes = asyncio.run(world.loop.collect(world.policy, step))
-    seconds = time.perf_counter() - start
-    return Rollout(
-        step, episodes, seconds, world.policy.tokens_generated - tokens_before, eval_metrics
-    )
-
-
 def learn(world: World, rollout: Rollout, training=contextlib.nullcontext) -> dict[str, float]:
     """Write → advantages → learn → sync: the rest of one step of the data flow.
 
@@ -257,8 +227,6 @@ def run(world: World, start_step: int) -> list[dict]:
 
 def async_steps(world: World, start_step: int) -> Iterator[dict[str, float]]:
     """Steps whose rollouts were collected on a background thread while earlier steps trained."""
-    from selfplay.rollouts import AsyncRollouts
-
     settings = world.config.rollout
     rollouts = AsyncRollouts(
         world,
@@ -281,7 +249,9 @@ def async_steps(world: World, start_step: int) -> Iterator[dict[str, float]]:
 
 def _eval_due(world: World, step: int) -> bool:
     """Evaluate before the first step and every ``eval_every`` steps."""
-    every = getattr(getattr(world.config, world.config.loop), "eval_every", 0)
+    config = world.config
+    section = getattr(config, config.loop, None)  # None for a plug-in loop: see `settings`
+    every = getattr(section, "eval_every", 0) if section else config.settings.get("eval_every", 0)
     return step == 0 or (bool(every) and step % every == 0)
 
 

@@ -57,6 +57,19 @@ class LoraSpec:
         )
 
 
+def lora_spec(config) -> LoraSpec | None:
+    """The LoRA shape an experiment's ``train`` section asks for (None: full fine-tuning).
+
+    Here, next to ``LoraSpec``, so engines, the learner and the runner all reach it without an
+    import pointing upwards (engines → runner was a cycle)."""
+    if config.train.finetune == "full":
+        return None
+    lora = config.train.lora
+    return LoraSpec(
+        r=lora.r, alpha=lora.alpha, dropout=lora.dropout, target_modules=tuple(lora.target_modules)
+    )
+
+
 def attach_adapters(model, lora: LoraSpec, adapters: list[str]):
     """Wrap ``model`` in peft with one LoRA adapter per name (lora_B = 0: starts as the base)."""
     from peft import get_peft_model

@@ -374,7 +374,7 @@ def build_ray_engine(
     ``num_gpus_per_replica``) when it has them, else 2 replicas of 1 CPU each; GPUs default to
     one per replica when the cluster has any and ``engine.device`` is not "cpu".
     """
-    from selfplay.runner import lora_spec  # runner imports engines: import it late
+    from selfplay.engines.hf import lora_spec  # torch/transformers: import on use
 
     cluster, engine = config.cluster, config.engine
     replicas = replicas or getattr(cluster, "replicas", None) or 2

@@ -57,6 +57,7 @@ class GameRecord:
     invalid_reason: str = ""
     moves: int = 0
     parse_failures: int = 0
+    random_guessed: bool = False  # the random seat moved where no legal move was known
 
 
 class SpiralLoop(Loop):
@@ -108,8 +109,7 @@ class SpiralLoop(Loop):
 
     # ------------------------------------------------------------------ one game
     def _request(self, seat: int, who: Seat, game, greedy: bool) -> Request:
-        legal = game.legal_actions(seat)
-        example = legal[0] if legal else "[action]"
+        example = games.example_action(game, seat)  # a real legal move where one is known
         request = self.request(
             ROLE, greedy=greedy, observation=game.observation(seat), player=seat, example=example
         )
@@ -133,7 +133,9 @@ class SpiralLoop(Loop):
             seat = game.current_player
             who = seats[seat]
             if who.kind == "random":
-                move = RandomOpponent(who.rng.randrange(2**31)).act(game, seat)
+                opponent = RandomOpponent(who.rng.randrange(2**31))
+                move = opponent.act(game, seat)
+                record.random_guessed |= not opponent.verified
                 record.moves += 1
                 result = game.step(move)
                 if not result.valid:  # a free-form game's guess can break the rules too
@@ -288,6 +290,8 @@ class SpiralLoop(Loop):
             "invalid_by": None
             if record.invalid_by is None
             else ("model" if record.invalid_by == model_seat else "opponent"),
+            # vs random, a result measures the model only if the random seat moved legally
+            "meaningful": not record.random_guessed,
         }
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
@@ -351,7 +355,12 @@ class SpiralLoop(Loop):
 
 def game_rates(results: list[dict]) -> dict[str, float]:
     """eval/<game>/<opponent>/{win,draw,loss,invalid,opponent_invalid,reward}, overall and per
-    seat; ``invalid`` counts the model's invalid moves, ``opponent_invalid`` the opponent's."""
+    seat; ``invalid`` counts the model's invalid moves, ``opponent_invalid`` the opponent's.
+
+    Where the random seat had to guess moves (the game's legal set was not known), its
+    mistakes, not the model, would decide the games: win/draw/loss are left out and
+    ``.../not_meaningful`` gives the share of such games instead.
+    """
     metrics: dict[str, float] = {}
     keys = {(r["game"], r["opponent"]) for r in results}
     for game_id, opponent in sorted(keys):
@@ -363,6 +372,11 @@ def game_rates(results: list[dict]) -> dict[str, float]:
                 continue
             prefix = f"eval/{name}/{opponent}" + ("" if seat is None else f"/seat{seat}")
             count = len(chosen)
+            guessed = sum(not r.get("meaningful", True) for r in chosen)
+            if guessed:
+                metrics[f"{prefix}/not_meaningful"] = guessed / count
+                metrics[f"{prefix}/invalid"] = sum(r["invalid"] for r in chosen) / count
+                continue
             metrics[f"{prefix}/win"] = sum(r["reward"] > 0 for r in chosen) / count
             metrics[f"{prefix}/draw"] = sum(r["reward"] == 0 for r in chosen) / count
             metrics[f"{prefix}/loss"] = sum(r["reward"] < 0 for r in chosen) / count

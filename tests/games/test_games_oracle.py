@@ -1,0 +1,278 @@
+"""The legal-move oracle: exact sets on hand-set positions, no side effects, honest reporting."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+import games
+from games import TextArenaGame, UnplayableGameError
+from games.actions import normalize_action
+from games.opponents import RandomOpponent, example_action, options
+from games.oracle import (
+    LISTING,
+    ORACLE,
+    PARTIAL,
+    UNKNOWN,
+    axis_letters,
+    axis_numbers,
+    candidates,
+    find_legal,
+)
+
+
+def new_game(env_id: str, seed: int = 0, **kwargs: int) -> TextArenaGame:
+    game = TextArenaGame(env_id, **kwargs)
+    game.reset(seed)
+    return game
+
+
+def keys(actions: list[str] | tuple[str, ...] | None) -> set[str]:
+    return {normalize_action(a) for a in actions or ()}
+
+
+def nim_rules(piles: list[int]) -> set[str]:
+    """Nim's legal moves from its rules: any 1..n objects from one non-empty pile."""
+    return {f"{i} {q}" for i, n in enumerate(piles) for q in range(1, n + 1)}
+
+
+# ---------------------------------------------------------------------- exact sets
+def test_nim_opening_set_matches_the_rules() -> None:
+    game = new_game("Nim-v0")
+    legal = game.legal_set(0)
+    assert legal.source == ORACLE and legal.known
+    assert keys(legal.actions) == nim_rules([3, 4, 5])  # 12 moves
+    assert keys(game.legal_actions(0)) == nim_rules([3, 4, 5])
+
+
+def test_nim_after_moves_matches_the_rules() -> None:
+    game = new_game("Nim-v0")
+    game.step("[0 3]")  # piles 0 4 5
+    game.step("[1 2]")  # piles 0 2 5
+    assert keys(game.legal_actions(0)) == nim_rules([0, 2, 5])
+
+
+def test_nim_hand_set_position_is_judged_on_the_state_not_the_text() -> None:
+    game = new_game("Nim-v0")
+    game.env.state.game_state["piles"] = [1, 0, 2]  # the observation still shows 3 4 5
+    assert keys(game.legal_actions(0)) == nim_rules([1, 0, 2])
+
+
+def connect_four_rules(game: TextArenaGame) -> set[str]:
+    board = game.env.state.game_state["board"]
+    return {f"col {c}" for c in range(len(board[0])) if board[0][c] == "."}
+
+
+def test_connect_four_full_column_is_not_legal() -> None:
+    game = new_game("ConnectFour-v0")
+    assert keys(game.legal_actions(0)) == {f"col {c}" for c in range(7)}
+    for _ in range(6):  # alternate discs up column 3: no four in a row, column full
+        assert game.step("[col 3]").valid
+    assert keys(game.legal_actions(0)) == {f"col {c}" for c in range(7) if c != 3}
+    assert keys(game.legal_actions(0)) == connect_four_rules(game)
+
+
+def test_connect_four_hand_set_position() -> None:
+    game = new_game("ConnectFour-v0")
+    board = game.env.state.game_state["board"]
+    for col in (0, 5, 6):
+        for row in range(6):
+            board[row][col] = "X" if row % 2 else "O"
+    assert keys(game.legal_actions(0)) == {"col 1", "col 2", "col 3", "col 4"}
+
+
+def test_listed_moves_come_from_the_listing() -> None:
+    game = new_game("TicTacToe-v0")
+    assert game.legal_set(0).source == LISTING and game.legal_set(0).trials == 0
+
+
+def test_not_your_turn_means_no_moves() -> None:
+    game = new_game("Nim-v0")
+    assert game.legal_actions(1) == [] and game.example_actions(1) == []
+
+
+# ---------------------------------------------------------------------- no side effects
+def test_the_oracle_never_changes_the_real_game() -> None:
+    """Same seed, same moves: with the oracle consulted every turn or never, the same game.
+
+    Liar's Dice rolls dice from the global `random` stream at each round; trial moves on
+    copies would shift those rolls if the oracle leaked.
+    """
+    probed = new_game("LiarsDice-v0", seed=3)
+    opponent, actions, seen = RandomOpponent(3), [], []
+    while not probed.done:
+        seen.append(probed.observation(probed.current_player))
+        actions.append(opponent.act(probed, probed.current_player))
+        probed.step(actions[-1])
+    assert probed.legal_sources[ORACLE] + probed.legal_sources[PARTIAL] > 0
+
+    plain = new_game("LiarsDice-v0", seed=3, oracle_trials=0)
+    replayed = []
+    for action in actions:
+        replayed.append(plain.observation(plain.current_player))
+        plain.step(action)
+    assert replayed == seen
+    assert plain.done and plain.outcome() == probed.outcome()
+    assert plain.raw_rewards == probed.raw_rewards and plain.reason == probed.reason
+
+
+def test_asking_for_moves_leaves_state_and_observation_alone() -> None:
+    game = new_game("ConnectFour-v0")
+    game.step("[col 2]")
+    before = copy.deepcopy(game.env.state.game_state), game.observation(1), game.turn
+    game.legal_actions(1)
+    assert (game.env.state.game_state, game.observation(1), game.turn) == before
+    assert game.step("[col 2]").valid and game.env.state.game_state["board"][4][2] != "."
+
+
+def test_results_are_cached_per_state() -> None:
+    game = new_game("Nim-v0")
+    first = game.legal_set(0)
+    assert game.legal_set(0) is first and game.legal_sources[ORACLE] == 1
+    game.step("[2 5]")
+    assert game.legal_set(1) is not first and game.legal_sources[ORACLE] == 2
+
+
+# ---------------------------------------------------------------------- honest reporting
+def test_a_chat_turn_is_reported_unknown() -> None:
+    game = new_game("IteratedPrisonersDilemma-v0")  # round 1 opens with a free chat turn
+    legal = game.legal_set(game.current_player)
+    assert legal.source == UNKNOWN and "arbitrary text" in legal.reason
+    assert game.legal_actions(game.current_player) is None
+    assert game.info["legal_set_unknown"] is True
+
+
+def test_a_known_game_is_reported_known() -> None:
+    game = new_game("Nim-v0")
+    game.legal_actions(0)
+    assert game.info["legal_moves"] == {ORACLE: 1} and game.info["legal_set_unknown"] is False
+
+
+def test_a_sample_that_misses_nothing_is_still_partial() -> None:
+    """Templates too big for the budget are sampled: the moves found are legal, the set is not
+    claimed complete."""
+    text = "Move like '[a2a3]'.\n a b c d e f g h\n8 |\n7 |\n6 |\n5 |\n4 |\n3 |\n2 |\n1 |"
+    legal = {"[a2a3]", "[b2b3]"}
+    found = find_legal(text, lambda m: m in legal, max_trials=64)
+    assert found.source == PARTIAL and set(found.actions) <= legal and found.actions
+    assert not candidates(text, max_trials=64).complete
+
+
+def test_without_any_accepted_move_the_set_is_unknown() -> None:
+    found = find_legal("Play '[go 1]'.", lambda m: False)
+    assert found.source == UNKNOWN and found.actions == ()
+
+
+def test_oracle_can_be_turned_off() -> None:
+    game = new_game("Nim-v0", oracle_trials=0)
+    assert game.legal_actions(0) is None and game.legal_set(0).source == UNKNOWN
+
+
+# ---------------------------------------------------------------------- reading the page
+def test_board_axes_are_read() -> None:
+    board = " 8 | B B\n 7 | . .\n 6 | . .\n     a b c d e f g h"
+    assert axis_letters(board) == "abcdefgh" and axis_numbers(board) == [6, 7, 8]
+    rows = "    0  1  2\nA   ~  ~  ~\nB   ~  ~  ~\nC   ~  ~  ~"
+    assert axis_letters(rows) == "abc" and axis_numbers(rows) == [0, 1, 2]
+
+
+def test_templates_fill_integer_ranges_and_placeholders() -> None:
+    moves = set(candidates("Remove with '[pile quantity]', e.g. '[0 3]'. piles: 2").moves)
+    assert {"[0 0]", "[3 3]", "[1 2]"} <= moves
+    bets = set(candidates("Valid: '[bet X]' (X <= 5)").moves)
+    assert {"[bet 1]", "[bet 5]"} <= bets
+
+
+# ---------------------------------------------------------------------- players and prompts
+def test_random_opponent_never_guesses_on_nim_and_connect_four() -> None:
+    """The issue's measurement: 12 seeded games each used to end by the random player's own
+    invalid move 12 and 11 times."""
+    for env_id in ("Nim-v0", "ConnectFour-v0"):
+        for seed in range(12):
+            game, players = new_game(env_id, seed=seed), RandomOpponent(seed)
+            while not game.done:
+                game.step(players.act(game, game.current_player))
+            assert game.invalid_move_by is None, (env_id, seed, game.reason)
+            assert players.verified
+
+
+def test_prompt_example_is_a_legal_move() -> None:
+    game = new_game("ConnectFour-v0")
+    example = example_action(game, 0)
+    assert example in game.legal_actions(0)
+    assert game.step(example).valid
+    native = games.make("tictactoe")
+    native.reset(0)
+    assert example_action(native, 0) in native.legal_actions(0)
+
+
+def test_example_falls_back_to_the_rules_format() -> None:
+    game = new_game("IteratedPrisonersDilemma-v0")
+    moves, verified = options(game, game.current_player)
+    assert moves  # the chat turn accepts text: verified moves exist
+    assert example_action(game, game.current_player) in moves
+
+
+# ---------------------------------------------------------------------- unplayable ids
+@pytest.mark.parametrize(
+    ("game_id", "words"),
+    [
+        ("textarena:Chess-v0", "does not import under Python"),
+        ("textarena:Sudoku-v0", "does not start a two-player game"),
+    ],
+)
+def test_unplayable_ids_fail_in_one_line(game_id: str, words: str) -> None:
+    with pytest.raises(UnplayableGameError) as caught:
+        games.make(game_id)
+    message = str(caught.value)
+    assert words in message and "\n" not in message and game_id in message
+
+
+# ---------------------------------------------------------------------- every known id
+def known_ids(cheap_only: bool) -> list[str]:
+    """Verified ids whose every state had a known legal set (games/textarena_offline.json).
+
+    The cheap subset: base ids (no -train/-raw variant) whose oracle costs under 30 ms a state.
+    """
+    from games.registry import legal_move_records
+
+    records = legal_move_records()
+    return sorted(
+        env_id
+        for env_id, record in records.items()
+        if record["legal"] in (LISTING, ORACLE)
+        and (
+            not cheap_only
+            or (not env_id.endswith(("-raw", "-train")) and record["oracle_us_per_call"] < 30_000)
+        )
+    )
+
+
+def test_the_verification_file_covers_the_verified_ids() -> None:
+    from games.registry import legal_move_records
+
+    records = legal_move_records()
+    assert set(records) == set(games.verified_textarena_ids())
+    assert len(known_ids(cheap_only=False)) >= 40
+    assert records["Nim-v0"]["legal"] == ORACLE and records["TicTacToe-v0"]["legal"] == LISTING
+    assert records["Nim-v0"]["random_invalid_rate"] == 0.0
+
+
+def random_games_without_invalid_moves(env_id: str, seeds: range, max_turns: int) -> None:
+    from games.verify_offline import play_random
+
+    for seed in seeds:
+        game = play_random(env_id, seed=seed, max_turns=max_turns)
+        assert game.invalid_move_by is None, (env_id, seed, game.reason)
+
+
+@pytest.mark.parametrize("env_id", known_ids(cheap_only=True))
+def test_random_player_makes_no_invalid_move_where_moves_are_known(env_id: str) -> None:
+    random_games_without_invalid_moves(env_id, range(10, 12), max_turns=20)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", known_ids(cheap_only=False))
+def test_random_player_makes_no_invalid_move_on_every_known_id(env_id: str) -> None:
+    random_games_without_invalid_moves(env_id, range(10, 15), max_turns=50)
