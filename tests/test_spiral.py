@@ -228,7 +228,7 @@ class InvalidRandomOpponent:
     """Stands in for the random opponent of a free-form game whose guess breaks the rules."""
 
     def __init__(self, seed: int = 0) -> None:
-        pass
+        self.verified = True  # counted as meaningful: the test is about who broke the rules
 
     def act(self, game, player: int) -> str:
         return "[42]"  # no such tictactoe cell
