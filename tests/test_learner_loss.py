@@ -193,3 +193,21 @@ def test_gradient_equals_the_formula_for_every_micro_batch_size(make_learner, sh
         learner.optimizer.zero_grad(set_to_none=True)
         learner._accumulate(batches)
         _assert_close(_grads(learner), reference)
+
+
+def test_ppo_epochs_measure_ratios_against_the_first_pass(tiny_model_path):
+    """Epoch 2 compares π_θ with the log-probs of the first pass (π_old), not with itself: after
+    a large first update its ratios leave the trust region and the clip binds."""
+    torch.manual_seed(0)
+    learner = Learner(
+        tiny_model_path,
+        LearnerSettings(lora=LORA, lr=0.05, epochs=2, aggregation="token-mean", tis_cap=None),
+        ["shared"],
+    )
+    samples = _samples([3.0, -2.0, 1.5])
+    before = learner.score(samples)
+    stats = learner.step(samples)
+    assert stats["train/clip_frac"] > 0.2  # ratios measured against the first pass
+    after = learner.score(samples)
+    moved = torch.tensor(sum(after, [])) - torch.tensor(sum(before, []))
+    assert moved.abs().max() > 0.2
