@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup run test test-all test-vllm bench-vllm lint clean
+.PHONY: setup run test test-all test-vllm bench-vllm lint clean mutation
 
 setup: $(STAMP)
 
@@ -56,8 +56,14 @@ bench-vllm: setup $(VLLM_STAMP)
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"
 
+# Mutation testing of the RL core and the game scoring ([tool.mutmut] in pyproject.toml): slow,
+# so not part of `make test`. Results are cached in mutants/; docs/testing.md has the score.
+mutation: setup
+	env -u PYTHONPATH $(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
+
 lint: setup
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs mutants

@@ -1,0 +1,213 @@
+"""The learner's batch loss, value and gradient, against the REFERENCE §1 formulas by hand.
+
+Each test builds a batch where the quantity it guards changes the answer: engine log-probs that
+differ from the trainer's (TIS), ADPO scales and per-sample ε_high that differ from the defaults,
+and gradients large enough that a relative tolerance means something.
+"""
+
+import math
+
+import pytest
+import torch
+
+from selfplay.advantages import apply_adpo
+from selfplay.engines.hf import LoraSpec
+from selfplay.learner import Learner, LearnerSettings
+from selfplay.types import Sample, Turn
+
+LORA = LoraSpec(r=4, alpha=8)
+PROMPT = list(range(200, 220))
+COMPLETIONS = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]
+
+
+@pytest.fixture(scope="module")
+def base_learner(tiny_model_path) -> Learner:
+    torch.manual_seed(0)
+    learner = Learner(tiny_model_path, LearnerSettings(lora=LORA), ["shared"])
+    with torch.no_grad():  # nonzero lora_B, so lora_A gets gradient too
+        for name, param in learner.model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    return learner
+
+
+@pytest.fixture
+def make_learner(base_learner):
+    """The module's learner (weights never change here: no optimizer step) with new settings."""
+
+    def make(**settings) -> Learner:
+        base_learner.settings = LearnerSettings(lora=LORA, **settings)
+        return base_learner
+
+    return make
+
+
+def _samples(advantages, completions=COMPLETIONS, prompt=PROMPT, engine_shift=0.0):
+    return [
+        Sample(
+            turn=Turn(
+                role="r",
+                prompt_ids=list(prompt),
+                completion_ids=list(c),
+                engine_logprobs=[engine_shift] * len(c),
+                loss_mask=[1] * len(c),
+                text="",
+            ),
+            advantage=a,
+            group_id=f"g{prompt[0]}",
+        )
+        for c, a in zip(completions, advantages, strict=True)
+    ]
+
+
+def _accumulate(learner, samples, logp_old_shift=None):
+    """One gradient accumulation pass; optionally with first-pass log-probs logp − shift."""
+    learner.optimizer.zero_grad(set_to_none=True)
+    batches = learner._micro_batches(samples)
+    if logp_old_shift is not None:
+        with torch.no_grad():
+            for batch in batches:
+                batch.logp_old = learner._token_logprobs(batch)[0] - logp_old_shift
+    return learner._accumulate(batches)
+
+
+def _grads(learner) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in learner.model.named_parameters() if p.grad is not None}
+
+
+# ---------------------------------------------------------------- TIS
+
+
+def test_tis_weight_is_min_of_exp_trainer_minus_engine_and_cap(make_learner):
+    """Engine log-probs set to trainer + δ per sample: weight min(exp(−δ), 2) — swapping the
+    trainer and engine log-probs would give min(exp(+δ), 2) instead."""
+    learner = make_learner(objective="reinforce", aggregation="token-mean")
+    samples = _samples([1.0, -0.5, 2.0])
+    deltas = [0.5, -1.5, 0.25]  # weights e^-0.5, 2 (capped from e^1.5), e^-0.25
+    trainer = learner.score(samples)
+    for sample, scored, delta in zip(samples, trainer, deltas, strict=True):
+        sample.turn.engine_logprobs = [x + delta for x in scored]
+    stats = _accumulate(learner, samples)
+    weights = [min(math.exp(-d), 2.0) for d in deltas]
+    tokens = sum(len(c) for c in COMPLETIONS)
+    expected_mean = sum(w * len(c) for w, c in zip(weights, COMPLETIONS, strict=True)) / tokens
+    assert stats["train/tis_weight_mean"] == pytest.approx(expected_mean, rel=1e-5)
+    # reinforce, token-mean: loss = Σ_t (1/tokens)·w·(−Â·log π)
+    expected_loss = sum(
+        w * -s.advantage * sum(scored) / tokens
+        for w, s, scored in zip(weights, samples, trainer, strict=True)
+    )
+    assert stats["train/loss"] == pytest.approx(expected_loss, rel=1e-5)
+    # E[engine − trainer]: the mismatch metric has the engine first
+    expected_kl = sum(d * len(c) for d, c in zip(deltas, COMPLETIONS, strict=True)) / tokens
+    assert stats["train/mismatch_kl"] == pytest.approx(expected_kl, rel=1e-4)
+    assert stats["train/mismatch_abs_max"] == pytest.approx(1.5, rel=1e-4)
+
+
+def test_tis_off_gives_weight_one(make_learner):
+    learner = make_learner(objective="reinforce", tis_cap=None)
+    samples = _samples([1.0, -0.5, 2.0], engine_shift=-30.0)
+    assert _accumulate(learner, samples)["train/tis_weight_mean"] == 1.0
+
+
+# ---------------------------------------------------------------- ADPO reaches the loss
+
+
+def test_adpo_scale_and_per_sample_eps_high_reach_the_ppo_loss(make_learner):
+    """p̂ = (0.3, 0.55, 0.9): scale s = (0.6, 0.8, 1.0), ε_high = (0.3, 0.25, 0.2). With every
+    ratio at 1.5 and Â > 0 the PPO token loss is −(1 + ε_high)·s·Â, so both the scale and
+    each sample's own ε_high show in the loss (global ε_high is 0.28: none of the three)."""
+    learner = make_learner(objective="ppo", aggregation="token-mean", eps_high=0.28, tis_cap=None)
+    samples = _samples([1.0, 2.0, 0.5])
+    for sample, p in zip(samples, [0.3, 0.55, 0.9], strict=True):
+        sample.pass_rate = p
+    apply_adpo(samples)
+    assert [s.advantage_scale for s in samples] == pytest.approx([0.6, 0.8, 1.0])
+    assert [s.eps_high for s in samples] == pytest.approx([0.3, 0.25, 0.2])
+    stats = _accumulate(learner, samples, logp_old_shift=math.log(1.5))
+    tokens = sum(len(c) for c in COMPLETIONS)
+    expected = sum(
+        -(1 + s.eps_high) * s.advantage_scale * s.advantage * len(c) / tokens
+        for s, c in zip(samples, COMPLETIONS, strict=True)
+    )
+    assert stats["train/loss"] == pytest.approx(expected, rel=1e-4)
+    assert stats["train/clip_frac"] == 1.0  # every ratio 1.5 is above 1 + ε_high
+
+
+def test_ppo_lower_clip_binds_for_negative_advantages(make_learner):
+    """Ratio 0.5 and Â < 0: −min(0.5·Â, 0.8·Â) = −0.8·Â (ε_low = 0.2); Â > 0: −0.5·Â."""
+    learner = make_learner(objective="ppo", aggregation="token-mean", tis_cap=None)
+    samples = _samples([-1.0, 1.0, -2.0])
+    stats = _accumulate(learner, samples, logp_old_shift=math.log(0.5))
+    tokens = sum(len(c) for c in COMPLETIONS)
+    per_token = {-1.0: 0.8, 1.0: -0.5, -2.0: 1.6}
+    expected = (
+        sum(per_token[s.advantage] * len(c) for s, c in zip(samples, COMPLETIONS, strict=True))
+        / tokens
+    )
+    assert stats["train/loss"] == pytest.approx(expected, rel=1e-4)
+    assert stats["train/clip_frac"] == pytest.approx((4 + 6) / tokens)
+
+
+# ---------------------------------------------------------------- gradients
+
+
+def _reference_gradient(learner, samples) -> dict[str, torch.Tensor]:
+    """Σ_samples Σ_t c·(−Â·log π(y_t)) through the model's own forward and a full log-softmax
+    (PPO at ratio 1 has the REINFORCE gradient; TIS off), token-mean coefficients."""
+    learner.optimizer.zero_grad(set_to_none=True)
+    tokens = sum(s.turn.num_model_tokens for s in samples)
+    for sample in samples:
+        turn = sample.turn
+        ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
+        logits = learner.model(input_ids=ids).logits[0, len(turn.prompt_ids) - 1 : -1].float()
+        logp = torch.log_softmax(logits, -1).gather(1, torch.tensor(turn.completion_ids)[:, None])
+        (-sample.advantage * logp.sum() / tokens).backward()
+    return _grads(learner)
+
+
+def _assert_close(got: dict, want: dict, rel: float = 1e-3) -> None:
+    assert got.keys() == want.keys() and got
+    for name in want:
+        scale = want[name].norm()
+        assert (got[name] - want[name]).norm() <= rel * scale + 1e-9, name
+
+
+@pytest.mark.parametrize("share_prefix", [True, False])
+def test_gradient_equals_the_formula_for_every_micro_batch_size(make_learner, share_prefix):
+    """Shared-prefix and plain batches, micro-batches of 1, 2 and the whole batch: the same
+    gradient, equal (relative tolerance 1e-3) to the loss written out by hand. Gradients are
+    of order 1e-1 here, so a loss scaled by 1.5 is far outside the tolerance."""
+    learner = make_learner(aggregation="token-mean", tis_cap=None)
+    samples = _samples([3.0, -2.0, 1.5])
+    samples += _samples([2.0], completions=[[1, 2, 3]], prompt=range(300, 310))  # lone prompt
+    reference = _reference_gradient(learner, samples)
+    largest = max(float(g.abs().max()) for g in reference.values())
+    assert largest > 1e-2  # meaningful size: far above float noise
+    for size in (1, 2, len(samples)):
+        learner.settings.micro_batch_size = size
+        learner.settings.share_prefix = share_prefix
+        batches = learner._micro_batches(samples)
+        shared = sum(b.prefix_ids is not None for b in batches)
+        assert shared == (0 if not share_prefix else math.ceil(3 / size))
+        learner.optimizer.zero_grad(set_to_none=True)
+        learner._accumulate(batches)
+        _assert_close(_grads(learner), reference)
+
+
+def test_ppo_epochs_measure_ratios_against_the_first_pass(tiny_model_path):
+    """Epoch 2 compares π_θ with the log-probs of the first pass (π_old), not with itself: after
+    a large first update its ratios leave the trust region and the clip binds."""
+    torch.manual_seed(0)
+    learner = Learner(
+        tiny_model_path,
+        LearnerSettings(lora=LORA, lr=0.05, epochs=2, aggregation="token-mean", tis_cap=None),
+        ["shared"],
+    )
+    samples = _samples([3.0, -2.0, 1.5])
+    before = learner.score(samples)
+    stats = learner.step(samples)
+    assert stats["train/clip_frac"] > 0.2  # ratios measured against the first pass
+    after = learner.score(samples)
+    moved = torch.tensor(sum(after, [])) - torch.tensor(sum(before, []))
+    assert moved.abs().max() > 0.2
