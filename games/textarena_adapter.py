@@ -20,6 +20,7 @@ import importlib
 import io
 import random
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -58,6 +59,49 @@ def render_observation(observation: Any) -> str:
     return "\n".join(lines)
 
 
+class _ThreadMutedStdout(io.TextIOBase):
+    """sys.stdout that drops what muted threads print and passes everything else through.
+
+    `contextlib.redirect_stdout` is process-wide: with async rollouts the oracle runs on the
+    rollout thread, and the main thread's progress output must not vanish meanwhile.
+    """
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.muted: set[int] = set()
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() in self.muted:
+            return len(text)
+        return self.target.write(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
+_STDOUT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _muted_stdout() -> Iterator[None]:
+    """Silence this thread's prints (NewRecruit prints while parsing every trial move)."""
+    with _STDOUT_LOCK:
+        if not isinstance(sys.stdout, _ThreadMutedStdout):
+            sys.stdout = _ThreadMutedStdout(sys.stdout)
+        proxy = sys.stdout
+        proxy.muted.add(threading.get_ident())
+    try:
+        yield
+    finally:
+        with _STDOUT_LOCK:
+            proxy.muted.discard(threading.get_ident())
+            if not proxy.muted and sys.stdout is proxy:
+                sys.stdout = proxy.target
+
+
 @contextlib.contextmanager
 def isolated_side_effects() -> Iterator[None]:
     """Keep trial moves from touching the real game's world: global RNGs and stdout.
@@ -69,7 +113,7 @@ def isolated_side_effects() -> Iterator[None]:
     numpy = sys.modules.get("numpy")
     numpy_state = numpy.random.get_state() if numpy is not None else None
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with _muted_stdout():
             yield
     finally:
         random.setstate(state)

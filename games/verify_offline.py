@@ -186,6 +186,14 @@ def read_legal(path: Path = LEGAL_FILE) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def merged_checks(fresh: list[Check], output: Path) -> list[Check]:
+    """The files' current entries with `fresh` checks replacing theirs (for --update)."""
+    records = read_legal(output.with_suffix(".json"))
+    by_id = {env_id: Check(env_id, True, "", 0.0, legal) for env_id, legal in records.items()}
+    by_id |= {check.env_id: check for check in fresh}
+    return [by_id[env_id] for env_id in sorted(by_id)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per id")
@@ -193,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=30, help="turn cap per game")
     parser.add_argument("--output", type=Path, default=OFFLINE_LIST)
     parser.add_argument("--ids", nargs="*", help="check only these ids (no file written)")
+    parser.add_argument(
+        "--update", action="store_true", help="with --ids: update their entries in the files"
+    )
     args = parser.parse_args(argv)
 
     all_ids = textarena_ids()  # imports textarena once, before forking, so children start fast
@@ -205,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mark} {check.seconds:5.1f}s {env_id:45s} {check.detail}", flush=True)
     passing = [c.env_id for c in checks if c.ok]
     print(f"{len(passing)} of {len(checks)} ids pass")
-    if not args.ids:
+    if args.ids and args.update:
+        checks = merged_checks(checks, args.output)
+        passing = [c.env_id for c in checks if c.ok]
+    if not args.ids or args.update:
         write_list(passing, args.output, args.max_turns)
         write_legal(checks, args.output.with_suffix(".json"))
         print(f"wrote {args.output} and {args.output.with_suffix('.json')}")

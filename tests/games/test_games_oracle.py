@@ -275,4 +275,30 @@ def test_random_player_makes_no_invalid_move_where_moves_are_known(env_id: str) 
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", known_ids(cheap_only=False))
 def test_random_player_makes_no_invalid_move_on_every_known_id(env_id: str) -> None:
-    random_games_without_invalid_moves(env_id, range(10, 15), max_turns=50)
+    random_games_without_invalid_moves(env_id, range(10, 13), max_turns=30)
+
+
+def test_trials_mute_only_their_own_thread(capsys: pytest.CaptureFixture) -> None:
+    import sys
+    import threading
+
+    from games.textarena_adapter import isolated_side_effects
+
+    before = sys.stdout
+    ready, done = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        ready.wait()
+        print("progress from another thread")
+        done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    with isolated_side_effects():
+        print("a trial move's chatter")
+        ready.set()
+        done.wait()
+    thread.join()
+    out = capsys.readouterr().out
+    assert "progress from another thread" in out and "chatter" not in out
+    assert sys.stdout is before
