@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import time
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +125,11 @@ def build_corpus(
 def _chunking_tokenizer(spec: str, embedder: Embedder):
     if spec == "embedding":
         return embedder.tokenizer
+    return _model_tokenizer(spec)
+
+
+@cache
+def _model_tokenizer(spec: str):
     from selfplay.models import load_tokenizer, resolve_model_path
 
     tokenizer = load_tokenizer(resolve_model_path(spec))

@@ -1,5 +1,6 @@
 """Sources → clean documents: folders, files, saved or hub datasets, and the built-in
-``pydoc-topics`` (the Python reference topics every CPython carries in ``pydoc_data``).
+``pydoc-topics`` (the Python reference topics every CPython carries in ``pydoc_data``;
+``pydoc-topics:assert,for`` picks some).
 
 A document is ``(source, text)``: ``source`` names where it came from precisely enough to find
 it again (``docs/a.md``, ``rows.jsonl#12``, ``pydoc-topics/assert``).
@@ -30,14 +31,23 @@ class Document:
 
 
 # ---------------------------------------------------------------------- cleaning
+_BLOCK_TAGS = [
+    "p", "div", "br", "li", "tr", "pre", "section", "article", "table", "blockquote",
+    "dd", "dt", "h1", "h2", "h3", "h4", "h5", "h6",
+]  # fmt: skip
+
+
 def html_to_text(html: str) -> str:
-    """Visible text of an HTML page (scripts, styles and navigation dropped)."""
+    """Visible text of an HTML page (scripts, styles and navigation dropped); block elements
+    end their line, inline ones (<b>, <a>) flow with the text around them."""
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup(["script", "style", "noscript", "nav", "header", "footer"]):
         tag.decompose()
-    return soup.get_text("\n")
+    for tag in soup(_BLOCK_TAGS):
+        tag.append("\n")
+    return soup.get_text()
 
 
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
@@ -74,8 +84,8 @@ def read_sources(sources: list[str], text_field: str = "text") -> list[Document]
 
 
 def _read_source(source: str, text_field: str) -> Iterator[Document]:
-    if source == PYDOC_TOPICS:
-        yield from _pydoc_topics()
+    if source == PYDOC_TOPICS or source.startswith(PYDOC_TOPICS + ":"):
+        yield from _pydoc_topics(source.partition(":")[2])
         return
     path = Path(source).expanduser()
     if path.is_dir():
@@ -91,11 +101,19 @@ def _read_source(source: str, text_field: str) -> Iterator[Document]:
         yield from _dataset_rows(_load_hub_dataset(source), source, text_field)
 
 
-def _pydoc_topics() -> Iterator[Document]:
+def _pydoc_topics(names: str = "") -> Iterator[Document]:
+    """All topics, or those named (``pydoc-topics:assert,for``)."""
     import pydoc_data.topics
 
-    for name, text in sorted(pydoc_data.topics.topics.items()):
-        yield Document(f"{PYDOC_TOPICS}/{name}", text)
+    topics = pydoc_data.topics.topics
+    wanted = [n for n in names.split(",") if n] or sorted(topics)
+    unknown = [n for n in wanted if n not in topics]
+    if unknown:
+        raise UserError(
+            f"unknown pydoc topic {unknown[0]!r} (e.g. {', '.join(sorted(topics)[:5])})"
+        )
+    for name in wanted:
+        yield Document(f"{PYDOC_TOPICS}/{name}", topics[name])
 
 
 def _read_folder(folder: Path, text_field: str) -> Iterator[Document]:
