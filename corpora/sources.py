@@ -148,7 +148,7 @@ def _is_saved_dataset(path: Path) -> bool:
 def _quiet_datasets() -> None:
     import datasets
 
-    datasets.logging.set_verbosity_error()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # errors become UserErrors
     datasets.disable_progress_bars()
 
 
