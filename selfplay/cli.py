@@ -124,6 +124,7 @@ def cmd_bench(args) -> int:
             texts=args.texts,
             batch_size=args.embed_batch,
             indexes=args.indexes,
+            data=args.data,
         )
     elif args.what == "engine":
         from selfplay.bench.engine import bench_engine
@@ -210,6 +211,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--indexes", default="ivf,hnsw", help="corpus: approximate indexes to time (ivf,hnsw)"
     )
+    bench.add_argument("--data", default="clustered", help="corpus: clustered | uniform vectors")
     bench.add_argument("overrides", nargs="*", help="step: key=value overrides of the experiment")
     bench.set_defaults(func=cmd_bench)
     return top

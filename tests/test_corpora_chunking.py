@@ -199,3 +199,13 @@ def test_chunk_is_frozen():
     chunk = Chunk("id", "text", "src", 3)
     with pytest.raises(AttributeError):
         chunk.text = "other"
+
+
+def test_bench_corpus_index_part_reaches_target_recall():
+    from selfplay.bench.corpus import bench_corpus, recall_at_10
+
+    assert recall_at_10(np.array([[1] * 10]), np.array([list(range(10))])) == 0.1
+    rows = bench_corpus(vectors=3000, queries=20, texts=0, indexes="ivf")["index"]
+    assert [r["kind"] for r in rows] == ["flat", "ivf"]
+    assert rows[0]["recall"] == 1.0 and rows[1]["recall"] >= 0.95
+    assert rows[1]["setting"].startswith("nprobe=")
