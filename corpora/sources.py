@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -172,16 +173,36 @@ def _load_file_dataset(kind: str, path: Path):
         raise UserError(f"source file {path} is unreadable as {kind}: {_first_line(exc)}") from exc
 
 
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    """One quick connection attempt, so that no network fails at once instead of after the
+    hub client's retries (about a minute)."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
 def _load_hub_dataset(spec: str):
     """``owner/name`` or ``owner/name:split`` from the hub; needs network (or the HF cache)."""
     import datasets
+    import huggingface_hub
 
     _quiet_datasets()
+    huggingface_hub.utils.logging.set_verbosity_error()
+    if not _hub_reachable():
+        os.environ["HF_HUB_OFFLINE"] = "1"  # only the local HF cache can answer now
     name, _, split = spec.partition(":")
     try:
         return datasets.load_dataset(name, split=split or "train")
     except Exception as exc:
-        offline = " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") else ""
+        offline = (
+            " (no network: only the local HF cache was searched)"
+            if os.environ.get("HF_HUB_OFFLINE") == "1"
+            else ""
+        )
         raise UserError(
             f"source {spec} is not a file, a folder or a dataset the datasets library could "
             f"open{offline}: {_first_line(exc)}"
