@@ -74,7 +74,7 @@ def build_corpus(
     target = corpora_dir(cache_dir) / check_name(name)
     resolve_embedding_model(settings.embedding_model)  # an unknown model fails before any work
     documents = read_sources(list(sources), settings.text_field)
-    embedder = embedder or shared_embedder(settings.embedding_model, settings.batch_size)
+    embedder = embedder or shared_embedder(settings.embedding_model)
     tokenizer = _chunking_tokenizer(settings.tokenizer, embedder)
 
     chunks = chunk_documents(documents, tokenizer, settings)
@@ -87,7 +87,7 @@ def build_corpus(
             f"({settings.batch_size}): add documents or lower --batch-size"
         )
 
-    vectors, n_embedded = embed_with_cache(chunks, embedder, target, progress)
+    vectors, n_embedded = embed_with_cache(chunks, embedder, target, settings.batch_size, progress)
     params = index_params(choose_kind(len(chunks), settings), len(chunks), settings)
     index = build_index(vectors, params)
     keep = near_duplicate_keep_mask(index, vectors, settings.dedup_threshold)
@@ -184,13 +184,13 @@ def near_duplicate_keep_mask(index, vectors: np.ndarray, threshold: float) -> np
 
 
 def embed_with_cache(
-    chunks: list[Chunk], embedder: Embedder, target: Path, progress: bool
+    chunks: list[Chunk], embedder: Embedder, target: Path, batch_size: int, progress: bool
 ) -> tuple[np.ndarray, int]:
     """Vectors for ``chunks``: reused from the previous build when its model and the chunk's
     text are the same, embedded otherwise. Returns (vectors, how many were embedded now)."""
     cached = _previous_vectors(target, embedder)
     missing = [c for c in chunks if c.id not in cached]
-    fresh = embedder.embed([c.text for c in missing], progress=progress)
+    fresh = embedder.embed([c.text for c in missing], progress=progress, batch_size=batch_size)
     cached.update(zip((c.id for c in missing), fresh, strict=True))
     vectors = np.stack([cached[c.id] for c in chunks]).astype(np.float32)
     return vectors, len(missing)

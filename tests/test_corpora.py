@@ -44,7 +44,7 @@ def flat(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def embedder():
-    return shared_embedder(MINILM, 4)
+    return shared_embedder(MINILM)
 
 
 @pytest.fixture(scope="module")

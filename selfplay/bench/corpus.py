@@ -64,7 +64,7 @@ def bench_embedding(console: Console, n_texts: int, batch_size: int | None, roun
     settings = CorpusSettings(**({"batch_size": batch_size} if batch_size else {}))
     chunks = chunk_documents(read_sources(["pydoc-topics"]), _model_tokenizer("embedded"), settings)
     texts = [c.text for c in chunks[:n_texts]]
-    embedder = shared_embedder(MINILM, settings.batch_size)
+    embedder = shared_embedder(MINILM)
     model = embedder.model
     candidates = {
         "model.encode(texts) [library default, batch 32]": lambda: model.encode(texts),
@@ -73,7 +73,7 @@ def bench_embedding(console: Console, n_texts: int, batch_size: int | None, roun
             for b in sorted({8, 16, 64, settings.batch_size} - {32})
         },
         f"corpora Embedder, batch {settings.batch_size} (whole chunks)": lambda: embedder.embed(
-            texts
+            texts, batch_size=settings.batch_size
         ),
     }
     model.encode(texts[:8])  # warm-up, untimed: thread pools, first allocations
