@@ -97,10 +97,9 @@ class Embedder:
         owner: list[int] = []
         weight: list[float] = []
         for i, text in enumerate(texts):
+            # a text shorter than the window in characters is shorter in word pieces too
             spans = chunk_text(text, self.tokenizer, window, 0) if len(text) > window else []
-            if (
-                len(spans) > 1
-            ):  # (a text shorter than the window in characters is shorter in tokens)
+            if len(spans) > 1:
                 pieces.extend(span.text for span in spans)
                 weight.extend(float(span.n_tokens) for span in spans)
             else:
