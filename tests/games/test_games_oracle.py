@@ -260,11 +260,19 @@ def test_the_verification_file_covers_the_verified_ids() -> None:
 
 
 def random_games_without_invalid_moves(env_id: str, seeds: range, max_turns: int) -> None:
+    """The random player never loses by an invalid move in a state whose legal set is known.
+
+    (`play_random` also fails if a move known to be legal is rejected.) One env defect is
+    allowed for: a state with no legal move at all that the env does not end (QuantumTicTacToe
+    with every cell solidified); the oracle reports it `unknown` and the player must guess.
+    """
     from games.verify_offline import play_random
 
     for seed in seeds:
         game = play_random(env_id, seed=seed, max_turns=max_turns)
-        assert game.invalid_move_by is None, (env_id, seed, game.reason)
+        if game.invalid_move_by is not None:
+            last = game._legal[max(game._legal)]
+            assert last.source == UNKNOWN and not last.actions, (env_id, seed, game.reason)
 
 
 @pytest.mark.parametrize("env_id", known_ids(cheap_only=True))
