@@ -303,3 +303,78 @@ def test_resume_after_kill_9_mid_executor_phase_keeps_the_pool(tmp_path, tiny_mo
     assert len({t["task_id"] for t in tasks}) == len(tasks)  # no task written twice
     assert [t["phase"] for t in tasks] == ["curriculum"] * 4 + ["executor"] * 4
     assert sum(r.get("pool/size", 0) for r in metrics) == 4  # one pool, built once
+
+
+# ---------------------------------------------------------------------- parsing and code tasks
+def test_parse_qa_formats():
+    from selfplay.loops.agent0 import parse_qa
+
+    cpu = parse_qa("Question: What is 5.6 * 18?\nAnswer: 100.8.\n\nI will write more")
+    assert (cpu.valid, cpu.question, cpu.answer) == (True, "What is 5.6 * 18?", "100.8")
+    paper = parse_qa("Think.\n<question>How many primes are below 30?</question>\n\\boxed{10}")
+    assert (paper.valid, paper.question, paper.answer, paper.answer_type) == (
+        True,
+        "How many primes are below 30?",
+        "10",
+        "integer",
+    )
+    assert not parse_qa("Question: What is 17 * 11 + 1?\nAnswer: ?").valid
+    assert not parse_qa("Question: What is 17 * 23 + 5?").valid
+    assert not parse_qa("no format at all").valid
+
+
+def test_parse_code_io_reads_the_input_line_or_the_first_call():
+    from selfplay.loops.agent0 import parse_code_io
+
+    line = parse_code_io("```python\ndef f(x):\n    return x * 2\n```\nInput: 5")
+    assert (line.valid, line.program, line.input) == (True, "def f(x):\n    return x * 2", "5")
+    call = parse_code_io(
+        "```python\ndef f(a, b):\n    return a + b\nprint(f(2, 3))\n# more\ndef g():\n    pass\n```"
+    )
+    assert (call.valid, call.program, call.input) == (
+        True,
+        "def f(a, b):\n    return a + b",
+        "2, 3",
+    )
+    assert not parse_code_io("```python\ndef g(x):\n    return x\nprint(g(1))\n```").valid
+    assert not parse_code_io("```python\ndef f(x):\n    return x\n```").valid
+
+
+def test_code_io_tasks_are_grounded_and_checked_by_execution(tmp_path):
+    """The sandbox gives the gold output (two identical runs); answers are checked by running
+    them: deduction compares values, abduction runs f on the proposed input."""
+    import asyncio
+    import dataclasses
+
+    from selfplay.loops.agent0 import Agent0Loop, parse_code_io
+    from selfplay.scheduler import BatchingPolicy
+
+    config = validate(
+        agent0_config(tmp_path, task_kind="code_io", code_io_modes=["deduction"]), "test"
+    )
+    loop = Agent0Loop(config)
+    policy = BatchingPolicy(engine=None)
+
+    async def scenario():
+        program = "```python\ndef f(x):\n    return [x, x * 2]\nprint(f(3))\n```"
+        task = await loop._ground_code(policy, parse_code_io(program))
+        assert task.valid and task.output == "[3, 6]" and task.answer == "[3, 6]"
+        assert task.question.endswith("What does f(3) return?")
+        assert await loop._verified(policy, task, "[3, 6]")
+        assert not await loop._verified(policy, task, "[3, 7]")
+        abduction = dataclasses.replace(task, mode="abduction")
+        assert await loop._verified(policy, abduction, "3")
+        assert not await loop._verified(policy, abduction, "4")
+        random_program = (
+            "```python\nimport random\ndef f(x):\n    return random.random() + x\nprint(f(1))\n```"
+        )
+        changing = await loop._ground_code(policy, parse_code_io(random_program))
+        assert not changing.valid and changing.why_invalid == "not deterministic"
+        broken = "```python\ndef f(x):\n    return y\nprint(f(1))\n```"
+        failing = await loop._ground_code(policy, parse_code_io(broken))
+        assert not failing.valid and failing.why_invalid == "program failed"
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        loop.close()
