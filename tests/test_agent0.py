@@ -224,6 +224,7 @@ def test_adpo_gradients_scale_with_the_pool_p_hat(tmp_path, tiny_model_path):
         ({"agent0.samples_per_task": 1}, "agent0.samples_per_task"),
         ({"roles.executor": None}, "needs a `executor` role"),
         ({"roles.executor.adapter": "shared"}, "needs `adapter: own`"),
+        ({"rollout": {"mode": "async"}}, "rollout.mode must be sync"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_run_folder(tmp_path, capsys, change, needle):

@@ -535,7 +535,7 @@ class Agent0Loop(Loop):
             "pool/kept_share": len(kept) / max(len(valid_tasks), 1),
             "pool/repetition_share": _mean([r["repetition"] for r in records if r["repetition"]]),
             "pool/tool_calls_per_rollout": _mean([s.tool_calls for s in solves]),
-            "pool/degenerate_rate": _mean([s.answer is None for s in solves]),
+            "pool/degenerate_rate": _mean([degenerate(s.answer) for s in solves]),
             "pool/p_hat_mean": _mean([t.p_hat for t in valid_tasks]),
             "pool/tasks_per_minute": 60 * len(valid_tasks) / max(seconds, 1e-9),
         }
@@ -683,7 +683,7 @@ class Agent0Loop(Loop):
                 "executor/accuracy": _mean([i["correct"] for i in infos]),
                 "executor/tool_calls": _mean([i["tool_calls"] for i in infos]),
                 "executor/tool_use_rate": _mean([i["tool_calls"] > 0 for i in infos]),
-                "executor/degenerate_rate": _mean([i["answer"] is None for i in infos]),
+                "executor/degenerate_rate": _mean([degenerate(i["answer"]) for i in infos]),
                 "executor/p_hat_mean": _mean([i["pass_rate"] for i in infos]),
             }
         return metrics
@@ -695,6 +695,14 @@ class Agent0Loop(Loop):
         super().load_state_dict(state)
         self.pool = state["pool"]
         self.tasks_rows = state["tasks_rows"]
+
+
+def degenerate(answer: str | None) -> bool:
+    """No answer, or one with no letter or digit, or a null word (``None`` from a print of
+    nothing): what a collapsing executor writes."""
+    if answer is None or not _HAS_WORD.search(answer):
+        return True
+    return answer.strip().lower() in ("none", "null", "nan")
 
 
 def _mean(values) -> float:
