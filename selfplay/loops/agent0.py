@@ -263,6 +263,7 @@ class Agent0Loop(Loop):
         request = self._request(policy, CURRICULUM, self.settings.curriculum_max_tokens)
         completion = await policy(request)
         turn = self.turn(request, completion, policy)
+        turn.prompt_text = self.prompts[CURRICULUM].render()[-1]["content"]  # ids-only request
         text = self.reply_text(CURRICULUM, completion.text)
         if self.settings.task_kind == "qa":
             return turn, parse_qa(text)
@@ -301,6 +302,7 @@ class Agent0Loop(Loop):
         rollout = await tool_rollout(
             policy, request, self.sandbox(), policy.engine.tokenizer, self.settings.tool
         )
+        rollout.turn.prompt_text = proposal.question or ""
         text = self.reply_text(EXECUTOR, rollout.turn.text, question=proposal.question)
         answer, _ = extract_answer(text, lenient=True)
         solve = Solve(rollout.turn, text, answer, rollout.tool_calls)
@@ -537,7 +539,8 @@ class Agent0Loop(Loop):
             "pool/tool_calls_per_rollout": _mean([s.tool_calls for s in solves]),
             "pool/degenerate_rate": _mean([degenerate(s.answer) for s in solves]),
             "pool/p_hat_mean": _mean([t.p_hat for t in valid_tasks]),
-            "pool/tasks_per_minute": 60 * len(valid_tasks) / max(seconds, 1e-9),
+            # tasks scored for p̂ (k samples each, pool and probe together) per minute
+            "pool/tasks_per_minute": 60 * (len(valid_tasks) + len(self.probe)) / max(seconds, 1e-9),
         }
         if self.settings.task_kind == "qa":
             metrics["pool/agreement"] = _mean([t.agrees is True for t in valid_tasks])
