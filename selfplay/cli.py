@@ -144,6 +144,10 @@ def cmd_bench(args) -> int:
         from games.bench_oracle import bench_oracle
 
         bench_oracle(games=args.games)
+    elif args.what == "rewards":
+        from selfplay.bench.rewards import bench_rewards
+
+        bench_rewards(count=args.questions)
     elif args.what == "step":
         from selfplay.bench.step import bench_step
 
@@ -156,7 +160,7 @@ def cmd_bench(args) -> int:
     return 0
 
 
-BENCHES = ["engine", "learner", "sandbox", "step", "oracle", "corpus"]
+BENCHES = ["engine", "learner", "sandbox", "step", "oracle", "corpus", "rewards"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -209,6 +213,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--seq-len", type=int, default=256)
     bench.add_argument("--calls", type=int, default=200)
     bench.add_argument("--games", type=int, default=3, help="oracle: random games per game id")
+    bench.add_argument("--questions", type=int, default=512, help="rewards: questions to cluster")
     bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
     bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
     bench.add_argument("--staleness", type=int, default=1, help="step: async max staleness")
