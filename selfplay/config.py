@@ -214,6 +214,39 @@ class SpiceConfig(Strict):
     eval_reasoning_size: int = Field(32, ge=0)
 
 
+class CorpusSettings(Strict):
+    """How `selfplay corpus build` turns documents into a searchable corpus (docs/corpora.md).
+
+    Chunk sizes are in tokens of ``tokenizer`` (the policy's tokenizer by default, because the
+    challenger reads the chunk); SPICE's chunks are up to 5,992 tokens (REFERENCE §4)."""
+
+    chunk_tokens: int = Field(256, ge=16, le=5992)
+    overlap_tokens: int = Field(32, ge=0)
+    tokenizer: str = "embedded"  # a model spec (see selfplay.models) or "embedding"
+    embedding_model: str = "minilm"  # the offline MiniLM package, or a local model folder
+    batch_size: int = Field(32, ge=1)  # chunks per embedding batch
+    # near-duplicates: cosine of the chunk embeddings at or above this is one chunk (1.0: off)
+    dedup_threshold: float = Field(0.95, gt=0, le=1)
+    text_field: str = "text"  # the column holding the text in jsonl / parquet / datasets
+    index: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
+    exact_max_chunks: int = Field(100_000, ge=1)  # auto: exact search up to this many chunks
+    approximate: Literal["ivf", "hnsw"] = "ivf"  # auto: the index past exact_max_chunks
+    ivf_nlist: int = Field(0, ge=0)  # 0: 4·√n lists
+    ivf_nprobe: int = Field(64, ge=1)
+    hnsw_m: int = Field(32, ge=4)
+    hnsw_ef_construction: int = Field(80, ge=8)
+    hnsw_ef_search: int = Field(128, ge=1)
+
+    @model_validator(mode="after")
+    def _overlap_below_chunk(self) -> CorpusSettings:
+        if self.overlap_tokens >= self.chunk_tokens:
+            raise ValueError(
+                f"overlap_tokens ({self.overlap_tokens}) must be below chunk_tokens "
+                f"({self.chunk_tokens})"
+            )
+        return self
+
+
 class ExperimentConfig(Strict):
     name: str
     description: str = ""
