@@ -423,3 +423,8 @@ def test_bad_input_is_one_line(tmp_path):
 def test_questions_that_lean_on_the_document_are_invalid(question):
     reply = json.dumps({"question": question, "answer": "break"})
     assert parse_challenger(reply) == (None, "not self-contained")
+
+
+def test_option_letter_without_options_is_invalid():
+    reply = '{"question": "Which keyword defines a function?", "answer": "B"}'
+    assert parse_challenger(reply) == (None, "option letter without options")

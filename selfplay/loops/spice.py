@@ -244,6 +244,8 @@ def _multiple_choice(
 
 def _free_form(question: str, answer: str) -> tuple[GeneratedTask | None, str]:
     kind = free_answer_type(answer)
+    if option_letter(answer, {}) is not None and len(answer.strip()) <= 3:
+        return None, "option letter without options"  # an mc answer to a question without options
     if kind is None:
         return None, f"answer longer than {MAX_STRING_WORDS} words"
     gold = answer.strip().strip("$").strip().rstrip(".,;").strip()
