@@ -56,6 +56,7 @@ class ScriptedEngine:
         self.challenger, self.reasoner = challenger, reasoner
         self.batches: list[int] = []
         self.prompts: list[tuple[str, str]] = []
+        self.stops: list[tuple[str, tuple]] = []
         self.challenger_calls = 0
 
     def generate(self, requests):
@@ -67,6 +68,7 @@ class ScriptedEngine:
             else:
                 prompt = request.messages[-1]["content"]
             self.prompts.append((request.role, prompt))
+            self.stops.append((request.role, request.sampling.stop))
             if request.role == "challenger":
                 text = self.challenger(prompt, self.challenger_calls)
                 self.challenger_calls += 1
@@ -327,6 +329,10 @@ def test_reasoner_grading():
     assert is_correct(reasoner_answer("\\boxed{Pass statement!}", string), string)
     assert not is_correct(reasoner_answer("\\boxed{break}", string), string)
     assert reasoner_answer("no box here at all, sorry", string, lenient=False) is None
+    # the terse reasoner's reply starts with "\\boxed{" (its prefill); small models may not close it
+    assert is_correct(reasoner_answer("\\boxed{pass statement\nmore", string), string)
+    integer = GeneratedTask("Q?", "7", "integer")
+    assert is_correct(reasoner_answer("\\boxed{7", integer), integer)
 
 
 # ---------------------------------------------------------------------- prompts and samplers
@@ -338,6 +344,7 @@ def test_ungrounded_prompt_has_no_document(tmp_path, tokenizer):
     assert "Write one question" in challenger_prompt
     assert "document:" not in challenger_prompt.lower()
     assert challenger_prompt.rstrip().endswith('{"question": "')  # the reply is started
+    assert ("challenger", ('"}',)) in engine.stops  # a free-form JSON reply ends at `"}`
     reasoner_prompt = next(p for role, p in engine.prompts if role == "reasoner")
     assert reasoner_prompt.startswith("Item 0: what is three plus four?")
 

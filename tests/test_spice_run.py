@@ -92,8 +92,9 @@ def test_tiny_model_run_writes_tasks_and_resumes(tmp_path, tiny_model_path, corp
     assert [r["step"] for r in resumed if not r.get("final")] == [0, 1]
 
 
-def test_cli_bad_reward_name_is_one_line_exit_2(tmp_path, corpus_cache):
-    config = spice_run_config(tmp_path, corpus_cache, challenger_reward="no_such_reward")
+@pytest.mark.slow  # a subprocess: the in-process UserError tests cover the same paths
+def test_cli_bad_reward_name_is_one_line_exit_2(tmp_path):
+    config = spice_run_config(tmp_path, tmp_path, challenger_reward="no_such_reward")
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(config))
     result = subprocess.run(

@@ -41,6 +41,7 @@ ANSWER_TYPES = ("mc", "integer", "expression", "string")
 LETTERS = ("A", "B", "C", "D")
 MAX_STRING_WORDS = 3
 MIN_QUESTION_WORDS = 3
+FREE_FORM_END = '"}'
 ANSWER_HINTS = {
     "mc": "the letter of the correct option (A, B, C or D)",
     "integer": "an integer",
@@ -265,6 +266,9 @@ def reasoner_answer(text: str, task: GeneratedTask, lenient: bool = True) -> str
     boxed = last_boxed(text)
     if boxed is not None or not lenient:
         return boxed
+    _, opened, tail = text.rpartition("\\boxed{")
+    if opened and tail.strip():  # a box the reply opened (or its prefill did) but never closed
+        return tail.strip().splitlines()[0].strip()
     stated = _STATED.findall(text)
     if stated:
         return stated[-1]
@@ -477,9 +481,9 @@ class SpiceLoop(Loop):
         return self._document_text[document]
 
     def _request(
-        self, role: str, tokenizer, max_tokens: int | None, greedy=False, **fields
+        self, role: str, tokenizer, max_tokens: int | None, greedy=False, stop=(), **fields
     ) -> Request:
-        request = self.request(role, greedy=greedy, tokenizer=tokenizer, **fields)
+        request = self.request(role, greedy=greedy, stop=stop, tokenizer=tokenizer, **fields)
         if max_tokens is not None:
             request.sampling = dataclasses.replace(request.sampling, max_new_tokens=max_tokens)
         return request
@@ -501,8 +505,11 @@ class SpiceLoop(Loop):
             "document": self.document_text(document, tokenizer),
             "format": self.attempt_format(slot, number),
         }
+        # a free-form reply is complete at the closing `"}` of its JSON (an mc reply has a `"}`
+        # after its options, before the answer)
+        stop = (FREE_FORM_END,) if fields["format"] == "free" else ()
         request = self._request(
-            CHALLENGER, tokenizer, self.settings.challenger_max_tokens, **fields
+            CHALLENGER, tokenizer, self.settings.challenger_max_tokens, stop=stop, **fields
         )
         completion = await policy(request)
         turn = self.turn(request, completion, policy)
