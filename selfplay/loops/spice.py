@@ -525,6 +525,7 @@ class SpiceLoop(Loop):
         request = self._request(REASONER, tokenizer, self.settings.reasoner_max_tokens, **fields)
         completion = await policy(request)
         turn = self.turn(request, completion, policy)
+        turn.prompt_text = self.prompts[REASONER].render(**fields)[-1]["content"]
         reply = self.reply_text(REASONER, completion.text, **fields)
         answer = reasoner_answer(reply, task, self.settings.lenient)
         return turn, answer, is_correct(answer, task, self.settings.verify_timeout_s)
