@@ -95,7 +95,7 @@ def tokenizer(tiny_model_path):
 
 def free_question(index: int, answer: str = "7") -> str:
     """A challenger reply after the prefill '{"question": "'."""
-    return f'Item {index}: what is three plus four?", "answer": "{answer}"}}'
+    return f'Item q{index}: what is three plus four?", "answer": "{answer}"}}'
 
 
 def solved_by_schedule(correct_of: dict[int, int]):
@@ -103,7 +103,7 @@ def solved_by_schedule(correct_of: dict[int, int]):
     seen: dict[int, int] = {}
 
     def reasoner(prompt: str) -> str:
-        index = int(re.search(r"Item (\d+)", prompt).group(1))
+        index = int(re.search(r"Item q(\d+)", prompt).group(1))
         seen[index] = seen.get(index, 0) + 1
         return "\\boxed{7}" if seen[index] <= correct_of.get(index, 0) else "\\boxed{5}"
 
@@ -257,6 +257,13 @@ def test_parse_multiple_choice_bad_json_and_lines():
     task, reason = parse_challenger(broken)
     assert reason == "" and task.answer == "A"
     assert task.question == 'What does the "pass" statement do in Python?'
+    # a value that runs into the next key is cut there
+    swallowed = '{"question": "Can garbage collection be tuned?", {"answer": "yes"'
+    task, reason = parse_challenger(swallowed)
+    assert reason == "" and (task.question, task.answer) == (
+        "Can garbage collection be tuned?",
+        "yes",
+    )
     lines = "Question: Which value is falsy in Python?\nA) 1\nB) 0\nC) 'a'\nD) [0]\nAnswer: B"
     task, reason = parse_challenger(lines)
     assert reason == "" and (task.answer_type, task.answer) == ("mc", "B")
@@ -281,6 +288,20 @@ def test_parse_multiple_choice_bad_json_and_lines():
         (
             '{"question": "According to the passage, what does pass do?", "answer": "nothing"}',
             "not self-contained",
+        ),
+        # statements, and questions that state their own numeric answer (reward hacks the
+        # 135M model found in its first CPU run)
+        (
+            '{"question": "The answer to the question is the number 11.", "answer": "11"}',
+            "not a question",
+        ),
+        (
+            '{"question": "Is the answer to this question 11?", "answer": "11"}',
+            "answer given in the question",
+        ),
+        (
+            '{"question": "Is one half equal to 1/2?", "answer": "1/2"}',
+            "answer given in the question",
         ),
         (
             '{"question": "What keyword is described in the document above?", "answer": "pass"}',
@@ -346,7 +367,7 @@ def test_ungrounded_prompt_has_no_document(tmp_path, tokenizer):
     assert challenger_prompt.rstrip().endswith('{"question": "')  # the reply is started
     assert ("challenger", ('"}',)) in engine.stops  # a free-form JSON reply ends at `"}`
     reasoner_prompt = next(p for role, p in engine.prompts if role == "reasoner")
-    assert reasoner_prompt.startswith("Item 0: what is three plus four?")
+    assert reasoner_prompt.startswith("Item q0: what is three plus four?")
 
 
 def test_near_half_sampler_prefers_documents_near_half():

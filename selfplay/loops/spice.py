@@ -87,6 +87,7 @@ _JSON_FIELD = {
     name: re.compile(rf'"{name}{_JSON_VALUE}', re.IGNORECASE | re.MULTILINE)
     for name in ("question", "answer")
 }
+_NEXT_KEY = re.compile(r'"[\s,{]*"\w+"\s*:')
 _JSON_OPTION = re.compile(rf'"([A-Da-d]){_JSON_VALUE}', re.MULTILINE)
 _JSON_OPTION_LIST = re.compile(r'"(?:options|choices)"\s*:\s*\[(.*?)\]', re.IGNORECASE | re.DOTALL)
 _LINE_FIELD = {
@@ -143,7 +144,8 @@ def extract_fields(text: str) -> dict:
             fields["options"] = options
     for name, pattern in _JSON_FIELD.items():
         if name not in fields and (match := pattern.search(text)) and match.group(1).strip():
-            fields[name] = _unescape(match.group(1)).strip()
+            value = _NEXT_KEY.split(match.group(1))[0]  # a value never holds the next key
+            fields[name] = _unescape(value).strip()
     if "options" not in fields:
         options = {
             m.group(1).upper(): _unescape(m.group(2)).strip() for m in _JSON_OPTION.finditer(text)
@@ -196,6 +198,15 @@ def free_answer_type(answer: str) -> str | None:
     return "string" if len(value.split()) <= MAX_STRING_WORDS else None
 
 
+def gives_answer_away(task: GeneratedTask) -> bool:
+    """A free-form numeric answer written out in the question itself ("The answer is the number
+    11?" → 11): small models learn this fast, since the reasoner then copies it (p̂ > 0)."""
+    if task.answer_type not in ("integer", "expression"):
+        return False
+    answer = re.escape(task.answer)
+    return re.search(rf"(?<![\w.]){answer}(?![\w]|\.\d)", task.question) is not None
+
+
 def is_self_contained(text: str) -> bool:
     return _NOT_SELF_CONTAINED.search(text) is None
 
@@ -224,6 +235,10 @@ def parse_challenger(
         kind = "free"
     if task is None:
         return None, reason
+    if "?" not in question:
+        return None, "not a question"
+    if gives_answer_away(task):
+        return None, "answer given in the question"
     if kind not in allowed:
         return None, "multiple choice not allowed" if kind == "mc" else "needs four options A-D"
     if not is_self_contained(task.text()):
