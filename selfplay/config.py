@@ -176,6 +176,44 @@ class SpiralConfig(Strict):
     eval_reasoning_size: int = Field(16, ge=0)
 
 
+class SpiceContaminationConfig(Strict):
+    """Generated questions that nearly copy an evaluation item are dropped (and counted).
+
+    The items are the held-out reasoning-gym questions of ``spice.eval_reasoning`` plus the
+    ``question`` field of every row of the JSONL files in ``eval_files``."""
+
+    enabled: bool = True
+    threshold: float = Field(0.9, gt=0, le=1)  # cosine similarity (MiniLM) that counts as a copy
+    eval_files: list[str] = []  # local JSONL files of {"question": ..., "answer": ...} rows
+
+
+class SpiceConfig(Strict):
+    """SPICE (REFERENCE §4): a challenger grounded in corpus chunks vs a reasoner without them."""
+
+    corpus: str | None = None  # None: corpora.DEFAULT_CORPUS (built on first use)
+    corpus_cache: str | None = None  # None: the corpora package's cache folder
+    grounded: bool = True  # false: no document in the challenger's prompt ("no corpus" ablation)
+    chunk_max_tokens: int = Field(5992, ge=16)  # the chunk is cut to this many tokens in the prompt
+    documents_per_step: int = Field(4, ge=1)
+    attempts_per_document: int = Field(4, ge=1)  # challenger samples per document per round
+    max_rounds: int = Field(1, ge=1)  # more rounds only for documents still without a valid one
+    formats: Literal["mc", "free", "both"] = "both"  # "both": attempts alternate mc / free-form
+    reasoner_samples: int = Field(8, ge=2)  # K = G
+    invalid_reward: float = -0.1  # ρ; negative ρ has caused collapse elsewhere (docs/spice.md)
+    challenger_reward: str = "variance"  # variance | uncertainty | learnability | threshold | m:f
+    sampler: Literal["uniform", "near_half"] = "uniform"
+    near_half_prior: float = Field(0.5, ge=0, le=1)  # closeness to p̂ = ½ assumed for unseen docs
+    near_half_floor: float = Field(0.05, gt=0)  # every document keeps some chance
+    challenger_max_tokens: int | None = Field(None, ge=8)  # None: sampling.max_new_tokens
+    reasoner_max_tokens: int | None = Field(None, ge=1)
+    lenient: bool = True  # reasoner answers without \boxed{}: the last number / option letter
+    verify_timeout_s: float = Field(2.0, gt=0)  # math-verify per comparison
+    contamination: SpiceContaminationConfig = SpiceContaminationConfig()
+    eval_every: int = Field(0, ge=0)  # 0: only before and after training
+    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (greedy accuracy)
+    eval_reasoning_size: int = Field(32, ge=0)
+
+
 class CorpusSettings(Strict):
     """How `selfplay corpus build` turns documents into a searchable corpus (docs/corpora.md).
 
@@ -282,6 +320,7 @@ class ExperimentConfig(Strict):
     spiral: SpiralConfig | None = None
     settings: dict[str, Any] = {}  # a plug-in loop's own section (selfplay.loops.loop_settings)
     agent0: Agent0Config | None = None
+    spice: SpiceConfig | None = None
 
     @model_validator(mode="after")
     def _loop_section_present(self) -> ExperimentConfig:
