@@ -212,8 +212,9 @@ class Agent0Loop(Loop):
             else []
         )
         self.pool: dict[str, Any] | None = None  # {"iteration", "tasks", "order", "cursor"}
-        self.tasks_rows = 0  # tasks.jsonl rows written as of the last state_dict
-        self._rows_checked = False
+        # tasks.jsonl rows of the step being collected; the runner writes them (task_rows) with
+        # the step's episodes, and drops the rows of redone steps on resume
+        self._pending_rows: list[dict] = []
         self._sandbox: SandboxPool | None = None
         self._step_metrics: dict[int, dict[str, float]] = {}
         self._collected_step = 0
@@ -428,7 +429,7 @@ class Agent0Loop(Loop):
                 )
             )
             rows.append(self._row(task, step, iteration, CURRICULUM, task_id, reward, None))
-        self._write_rows(rows)
+        self._pending_rows += rows
         return episodes
 
     async def _executor_step(
@@ -522,7 +523,7 @@ class Agent0Loop(Loop):
         order = self.rng.sample(range(len(kept)), len(kept))
         self.pool = {"iteration": iteration, "tasks": kept, "order": order, "cursor": 0}
         self._write_pool(iteration, records)
-        self._write_rows(rows)
+        self._pending_rows += rows
         valid_tasks = [t for t in tasks if t.proposal.valid]
         self._step_metrics[step] = self._pool_metrics(
             tasks, valid_tasks, kept, records, probe_solves, scored_seconds
@@ -634,19 +635,9 @@ class Agent0Loop(Loop):
             "document": None,
         }
 
-    def _write_rows(self, rows: list[dict]) -> None:
-        if self.run_dir is None:
-            return
-        path = self.run_dir / "tasks.jsonl"
-        if not self._rows_checked:  # a resume redoes steps after the checkpoint: drop their rows
-            self._rows_checked = True
-            if path.exists():
-                lines = path.read_text().splitlines(keepends=True)
-                path.write_text("".join(lines[: self.tasks_rows]))
-        with path.open("a") as handle:
-            for row in rows:
-                handle.write(json.dumps(row) + "\n")
-        self.tasks_rows += len(rows)
+    def task_rows(self, step: int, episodes: list[Episode]) -> list[dict]:
+        rows, self._pending_rows = self._pending_rows, []
+        return rows
 
     def _write_pool(self, iteration: int, records: list[dict]) -> None:
         if self.run_dir is None:
@@ -692,12 +683,11 @@ class Agent0Loop(Loop):
         return metrics
 
     def state_dict(self) -> dict:
-        return super().state_dict() | {"pool": self.pool, "tasks_rows": self.tasks_rows}
+        return super().state_dict() | {"pool": self.pool}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.pool = state["pool"]
-        self.tasks_rows = state["tasks_rows"]
 
 
 def degenerate(answer: str | None) -> bool:
