@@ -212,3 +212,11 @@ def test_drop_zero_advantage_uses_the_scaled_advantage():
         Sample(turn=turn, advantage=2e-8, advantage_scale=0.25),  # 5e-9 after scaling
     ]
     assert drop_zero_advantage(kept + gone) == kept
+
+
+def test_rae_with_the_spiral_shaped_rewards():
+    """Rewards other than ±1 (the −1.5/+0.5 invalid-move shaping): b ← α·b + (1−α)·R."""
+    rae = RAEBaseline(alpha=0.5)
+    assert rae.advantage("kuhn", "p1", 0.5) == pytest.approx(0.5 - 0.25)
+    assert rae.advantage("kuhn", "p1", -1.5) == pytest.approx(-1.5 - (0.125 - 0.75))
+    assert rae.values[("kuhn", "p1")] == pytest.approx(-0.625)
