@@ -34,7 +34,7 @@ def _play(game, choices: list[int]) -> list[tuple[int, str]]:
         options = candidate_actions(game, player)
         move = options[choices[turn % len(choices)] % len(options)]
         result = game.step(move)
-        assert result.valid, (move, result.reason)
+        assert result.valid is True and result.done is game.done, (move, result.reason)
         taken.append((player, move))
         turn += 1
         assert turn <= game.max_turns  # the turn limit always ends the game
@@ -106,7 +106,8 @@ def test_an_invalid_move_loses_for_the_mover(name, seed, choices, invalid_at, ju
     mover = game.current_player
     junk = JUNK[name][junk_index % len(JUNK[name])]
     result = game.step(junk)
-    assert not result.valid and result.done, junk
+    assert result.valid is False and result.done is True, junk
+    assert result.reason and f"Player {mover} made an invalid move" in game.reason
     assert game.invalid_move_by == mover and game.winner == 1 - mover
     assert game.outcome() == {mover: -1.0, 1 - mover: 1.0}
 
