@@ -163,3 +163,38 @@ def test_aggregation_coefficients_sum_to_the_right_total(shape, max_new_tokens):
     assert totals["seq-mean-token-mean"] == pytest.approx(1.0)
     assert totals["prompt-level"] == pytest.approx(1.0)
     assert totals["seq-mean-token-sum-norm"] == pytest.approx(sum(lengths) / (n * max_new_tokens))
+
+
+def test_kuhn_round_log_and_history_after_a_showdown_and_a_fold():
+    """The history both players read, and the structured log analysis reads (mutation testing
+    found both unchecked): bet/call showdown K vs Q, then check/bet/fold."""
+    game = KuhnPoker(rounds=2, deals=[("K", "Q"), ("J", "Q")])
+    game.reset(0)
+    for move in ["[bet]", "[call]", "[check]", "[bet]", "[fold]"]:
+        assert game.step(move).valid is True
+    assert game.round_log == [
+        {
+            "round": 1,
+            "cards": {0: "K", 1: "Q"},
+            "moves": [(0, "bet"), (1, "call")],
+            "winner": 0,
+            "pot": 4,
+        },
+        {
+            "round": 2,
+            "cards": {0: "J", 1: "Q"},
+            "moves": [(1, "check"), (0, "bet"), (1, "fold")],
+            "winner": 0,
+            "pot": 3,
+        },
+    ]
+    assert game.results == [
+        "Round 1: Player 0 [bet], Player 1 [call]; showdown: Player 0 had K, Player 1 had Q. "
+        "Player 0 won the pot of 4 chips.",
+        "Round 2: Player 1 [check], Player 0 [bet], Player 1 [fold]; Player 1 folded. "
+        "Player 0 won the pot of 3 chips.",
+    ]
+    assert game.chips == {0: 3, 1: -3} and game.winner == 0
+    assert (
+        game.reason == "Player 0 has more chips after 2 rounds (Player 0: +3, Player 1: -3 chips)"
+    )
