@@ -11,7 +11,7 @@ from selfplay.advantages import (
     group_relative_samples,
     rae_samples,
 )
-from selfplay.types import Episode, Turn
+from selfplay.types import Episode, Sample, Turn
 
 
 def test_drgrpo_is_centred_reward_without_std():
@@ -165,3 +165,58 @@ def test_a_loop_that_supplies_pass_rates_accepts_adpo(tmp_path):
     samples = loop.samples(episodes)
     assert [s.advantage_scale for s in samples] == [pytest.approx(0.6)] * 2
     assert [s.eps_high for s in samples] == [pytest.approx(0.3)] * 2
+
+
+# ---------------------------------------------------------------- found by mutation testing
+
+
+def test_rae_samples_key_baselines_by_game_and_role_and_keep_the_group():
+    """Two games, two roles: four baselines, and every sample keeps its episode's group id."""
+    episodes = [
+        Episode(
+            loop="spiral",
+            env=env,
+            turns=[_turn("p0"), _turn("p1")],
+            rewards={"p0": r, "p1": -r},
+            group_id=f"{env}-1",
+        )
+        for env, r in [("kuhn", 1.0), ("tictactoe", -1.0)]
+    ]
+    baseline = RAEBaseline(alpha=0.5)
+    samples = rae_samples(episodes, baseline)
+    assert dict(baseline.values) == {
+        ("kuhn", "p0"): 0.5,
+        ("kuhn", "p1"): -0.5,
+        ("tictactoe", "p0"): -0.5,
+        ("tictactoe", "p1"): 0.5,
+    }
+    assert [s.group_id for s in samples] == ["kuhn-1", "kuhn-1", "tictactoe-1", "tictactoe-1"]
+    assert [s.info["env"] for s in samples] == ["kuhn", "kuhn", "tictactoe", "tictactoe"]
+
+
+def test_rae_baseline_loaded_from_a_checkpoint_accepts_new_keys():
+    rae = RAEBaseline(alpha=0.5)
+    rae.advantage("kuhn", "p0", 1.0)
+    clone = RAEBaseline()
+    clone.load_state_dict(rae.state_dict())
+    assert clone.advantage("tictactoe", "p1", 1.0) == pytest.approx(0.5)  # a new game starts at 0
+
+
+def test_drop_zero_advantage_uses_the_scaled_advantage():
+    """ADPO with floor 0 scales p̂ ≤ 0.3 to nothing: such samples carry no gradient."""
+    turn = _turn("a")
+    kept = [Sample(turn=turn, advantage=1.0, advantage_scale=0.6)]
+    gone = [
+        Sample(turn=turn, advantage=1.0, advantage_scale=0.0),
+        Sample(turn=turn, advantage=1e-8),  # at the tolerance: dropped
+        Sample(turn=turn, advantage=2e-8, advantage_scale=0.25),  # 5e-9 after scaling
+    ]
+    assert drop_zero_advantage(kept + gone) == kept
+
+
+def test_rae_with_the_spiral_shaped_rewards():
+    """Rewards other than ±1 (the −1.5/+0.5 invalid-move shaping): b ← α·b + (1−α)·R."""
+    rae = RAEBaseline(alpha=0.5)
+    assert rae.advantage("kuhn", "p1", 0.5) == pytest.approx(0.5 - 0.25)
+    assert rae.advantage("kuhn", "p1", -1.5) == pytest.approx(-1.5 - (0.125 - 0.75))
+    assert rae.values[("kuhn", "p1")] == pytest.approx(-0.625)

@@ -34,7 +34,7 @@ def _play(game, choices: list[int]) -> list[tuple[int, str]]:
         options = candidate_actions(game, player)
         move = options[choices[turn % len(choices)] % len(options)]
         result = game.step(move)
-        assert result.valid, (move, result.reason)
+        assert result.valid is True and result.done is game.done, (move, result.reason)
         taken.append((player, move))
         turn += 1
         assert turn <= game.max_turns  # the turn limit always ends the game
@@ -106,7 +106,8 @@ def test_an_invalid_move_loses_for_the_mover(name, seed, choices, invalid_at, ju
     mover = game.current_player
     junk = JUNK[name][junk_index % len(JUNK[name])]
     result = game.step(junk)
-    assert not result.valid and result.done, junk
+    assert result.valid is False and result.done is True, junk
+    assert result.reason and f"Player {mover} made an invalid move" in game.reason
     assert game.invalid_move_by == mover and game.winner == 1 - mover
     assert game.outcome() == {mover: -1.0, 1 - mover: 1.0}
 
@@ -162,3 +163,38 @@ def test_aggregation_coefficients_sum_to_the_right_total(shape, max_new_tokens):
     assert totals["seq-mean-token-mean"] == pytest.approx(1.0)
     assert totals["prompt-level"] == pytest.approx(1.0)
     assert totals["seq-mean-token-sum-norm"] == pytest.approx(sum(lengths) / (n * max_new_tokens))
+
+
+def test_kuhn_round_log_and_history_after_a_showdown_and_a_fold():
+    """The history both players read, and the structured log analysis reads (mutation testing
+    found both unchecked): bet/call showdown K vs Q, then check/bet/fold."""
+    game = KuhnPoker(rounds=2, deals=[("K", "Q"), ("J", "Q")])
+    game.reset(0)
+    for move in ["[bet]", "[call]", "[check]", "[bet]", "[fold]"]:
+        assert game.step(move).valid is True
+    assert game.round_log == [
+        {
+            "round": 1,
+            "cards": {0: "K", 1: "Q"},
+            "moves": [(0, "bet"), (1, "call")],
+            "winner": 0,
+            "pot": 4,
+        },
+        {
+            "round": 2,
+            "cards": {0: "J", 1: "Q"},
+            "moves": [(1, "check"), (0, "bet"), (1, "fold")],
+            "winner": 0,
+            "pot": 3,
+        },
+    ]
+    assert game.results == [
+        "Round 1: Player 0 [bet], Player 1 [call]; showdown: Player 0 had K, Player 1 had Q. "
+        "Player 0 won the pot of 4 chips.",
+        "Round 2: Player 1 [check], Player 0 [bet], Player 1 [fold]; Player 1 folded. "
+        "Player 0 won the pot of 3 chips.",
+    ]
+    assert game.chips == {0: 3, 1: -3} and game.winner == 0
+    assert (
+        game.reason == "Player 0 has more chips after 2 rounds (Player 0: +3, Player 1: -3 chips)"
+    )
