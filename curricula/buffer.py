@@ -9,7 +9,9 @@ difficulty level, a generated question, a document, a game. Per task the buffer 
   before the newest group) for learning progress |Δp̂|, and ``p_last`` (the newest group's rate),
 - ``last_seen``: the step the task was last drawn (−1: never; PLR's staleness),
 - ``score``: mean |advantage| of its latest group (PLR's score),
-- ``family`` and ``difficulty`` labels (difficulty NaN when unknown),
+- ``family`` and ``difficulty`` labels (difficulty NaN when unknown) and the task's ``arm``,
+  its family × difficulty level ("chain_sum@2"), with the arm's own p̂ (an EMA over the groups
+  of all its tasks: what a sampler falls back on for a task seen rarely or never),
 - ``retired``: ScaleRL's rule: set once p̂ ≥ the retire threshold; a retired task is never drawn.
 
 Every column is a numpy array, so samplers compute over 100,000 tasks without a Python loop;
@@ -35,6 +37,7 @@ COLUMNS = {
     "last_seen": np.int64,
     "score": np.float64,
     "family": np.int32,
+    "arm": np.int32,
     "difficulty": np.float64,
     "retired": np.bool_,
 }
@@ -62,6 +65,10 @@ class TaskBuffer:
         self.families: list[str] = []  # family code → name
         self._index: dict[str, int] = {}
         self._family_code: dict[str, int] = {}
+        self.arms: list[str] = []  # arm code → "family@level"
+        self._arm_code: dict[str, int] = {}
+        self.arm_p_hat = np.zeros(0)
+        self.arm_attempts = np.zeros(0, np.int64)
         self._size = 0
         self._columns = {name: np.zeros(0, dtype) for name, dtype in COLUMNS.items()}
         self._history = np.zeros(0, HISTORY)
@@ -86,6 +93,7 @@ class TaskBuffer:
     last_seen = property(lambda self: self.column("last_seen"))
     score = property(lambda self: self.column("score"))
     family = property(lambda self: self.column("family"))
+    arm = property(lambda self: self.column("arm"))
     difficulty = property(lambda self: self.column("difficulty"))
     retired = property(lambda self: self.column("retired"))
 
@@ -122,6 +130,16 @@ class TaskBuffer:
             self.families.append(family)
         return code
 
+    def arm_code(self, family: str, difficulty: float) -> int:
+        label = f"{family}@{level_label(difficulty)}"
+        code = self._arm_code.get(label)
+        if code is None:
+            code = self._arm_code[label] = len(self.arms)
+            self.arms.append(label)
+            self.arm_p_hat = np.append(self.arm_p_hat, np.nan)
+            self.arm_attempts = np.append(self.arm_attempts, 0)
+        return code
+
     def add(self, task_id: str, family: str = "", difficulty: float = math.nan) -> int:
         """Add one task (adding a known id again returns its index and changes nothing)."""
         return int(self.add_many([task_id], [family], [difficulty])[0])
@@ -142,6 +160,9 @@ class TaskBuffer:
             chosen = np.asarray(new)
             codes = [self.family_code(families[i]) for i in new]
             self._columns["family"][start:end] = codes
+            self._columns["arm"][start:end] = [
+                self.arm_code(families[i], float(difficulties[i])) for i in new
+            ]
             self._columns["difficulty"][start:end] = np.asarray(difficulties, float)[chosen]
             for name, value in UNSEEN.items():
                 self._columns[name][start:end] = value
@@ -179,6 +200,12 @@ class TaskBuffer:
         cols["p_prev"][i] = old
         cols["p_hat"][i] = rate if np.isnan(old) else (1 - self.ema) * old + self.ema * rate
         cols["p_last"][i] = rate
+        arm = cols["arm"][i]
+        old_arm = self.arm_p_hat[arm]
+        self.arm_p_hat[arm] = (
+            rate if np.isnan(old_arm) else (1 - self.ema) * old_arm + self.ema * rate
+        )
+        self.arm_attempts[arm] += attempts
         cols["last_seen"][i] = step
         if not np.isnan(mean_abs_adv):
             cols["score"][i] = mean_abs_adv
@@ -229,6 +256,7 @@ class TaskBuffer:
                 {
                     "task_id": task_id,
                     "family": self.families[self.family[i]],
+                    "arm": self.arms[self.arm[i]],
                     "difficulty": _clean(self.difficulty[i]),
                     "attempts": int(self.attempts[i]),
                     "successes": float(self.successes[i]),
@@ -261,6 +289,9 @@ class TaskBuffer:
             "history_limit": self.history_limit,
             "ids": list(self.ids),
             "families": list(self.families),
+            "arms": list(self.arms),
+            "arm_p_hat": self.arm_p_hat.copy(),
+            "arm_attempts": self.arm_attempts.copy(),
             "columns": {name: self.column(name).copy() for name in COLUMNS},
             "history": self.history.copy(),
         }
@@ -271,11 +302,22 @@ class TaskBuffer:
         self.families = list(state["families"])
         self._index = {task_id: i for i, task_id in enumerate(self.ids)}
         self._family_code = {name: i for i, name in enumerate(self.families)}
+        self.arms = list(state["arms"])
+        self._arm_code = {name: i for i, name in enumerate(self.arms)}
+        self.arm_p_hat = np.array(state["arm_p_hat"], float)
+        self.arm_attempts = np.array(state["arm_attempts"], np.int64)
         self._size = len(self.ids)
         self._columns = {name: np.array(state["columns"][name], COLUMNS[name]) for name in COLUMNS}
         self._history = np.array(state["history"], HISTORY)
         self._history_rows = len(self._history)
         self.version += 1
+
+
+def level_label(difficulty: float) -> str:
+    """A difficulty as a label: "2" for 2.0, "1.5", "?" when unknown."""
+    if math.isnan(difficulty):
+        return "?"
+    return str(int(difficulty)) if float(difficulty).is_integer() else f"{difficulty:g}"
 
 
 def _clean(value: float) -> float | None:

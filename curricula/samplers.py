@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from curricula.buffer import TaskBuffer
+from curricula.buffer import TaskBuffer, level_label
 
 SAMPLERS = ("uniform", "band", "dapo", "learnability", "plr", "tscl")
 
@@ -55,6 +55,7 @@ class CurriculumSettings:
     retire_at: float | None = None
     retire_min_attempts: int = 1
     prior_p: float = 0.5
+    pool_strength: float = 8.0
     ema: float = 0.5
     band_lo: float = 0.3
     band_hi: float = 0.7
@@ -110,8 +111,20 @@ class Sampler:
         return weights / total if total > 0 else weights
 
     def prior_p_hat(self, buffer: TaskBuffer) -> np.ndarray:
-        """p̂ with the exploration prior filled in for unseen tasks."""
-        return np.where(buffer.seen, buffer.p_hat, self.settings.prior_p)
+        """Each task's p̂ for band and learnability, pooled with its arm (family × level):
+
+        p̃_i = (n_i·p̂_i + k·p̂_arm) / (n_i + k), k = ``pool_strength`` pseudo-attempts, so a
+        task seen rarely (or never: n_i = 0) leans on its level's recent pass rate; an arm never
+        seen counts as p̂ = ``prior_p`` (the exploration prior). k = 0: the task's own p̂ only.
+        """
+        arm = buffer.arm_p_hat[buffer.arm] if len(buffer.arms) else np.full(len(buffer), np.nan)
+        arm = np.where(np.isnan(arm), self.settings.prior_p, arm)
+        n = buffer.attempts.astype(float)
+        k = self.settings.pool_strength
+        own = np.nan_to_num(buffer.p_hat, nan=0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pooled = (n * own + k * arm) / (n + k)
+        return np.where(buffer.seen, pooled if k > 0 else own, arm)
 
     # ------------------------------------------------------------------ drawing
     def sample(
@@ -290,10 +303,9 @@ class PlrSampler(Sampler):
 
 
 @dataclass
-class _Arms:
-    version: int = -1
-    labels: list[str] = field(default_factory=list)
-    code: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+class Arms:
+    labels: list[str]
+    code: np.ndarray  # arm of every task
 
 
 class TsclSampler(Sampler):
@@ -306,20 +318,12 @@ class TsclSampler(Sampler):
         self.q: dict[str, float] = {}  # arm → Q (EMA of Δscore)
         self.last_score: dict[str, float] = {}  # arm → score when it was last observed
         self.rewards: dict[str, list[float]] = {}  # arm → its last `tscl_window` rewards
-        self._arms = _Arms()
 
-    def arms(self, buffer: TaskBuffer) -> _Arms:
-        """Arm of every task: "family@level" (or "family"), cached until tasks are added."""
-        if self._arms.version != buffer.version:
-            families = np.asarray(buffer.families, dtype=object)[buffer.family]
-            if self.settings.tscl_arms == "level":
-                levels = [_level_label(d) for d in buffer.difficulty]
-                names = [f"{f}@{lv}" for f, lv in zip(families, levels, strict=True)]
-            else:
-                names = list(families)
-            labels, code = np.unique(np.asarray(names, dtype=str), return_inverse=True)
-            self._arms = _Arms(buffer.version, [str(x) for x in labels], code.astype(np.int64))
-        return self._arms
+    def arms(self, buffer: TaskBuffer) -> Arms:
+        """The buffer's family × level arms, or its families (``tscl_arms: family``)."""
+        if self.settings.tscl_arms == "level":
+            return Arms(buffer.arms, buffer.arm)
+        return Arms(buffer.families, buffer.family)
 
     def arm_values(self, labels: list[str]) -> np.ndarray:
         """Each arm's value for the greedy choice: |Q| (Thompson: |one of its recent rewards|),
@@ -427,12 +431,6 @@ class TsclSampler(Sampler):
         self.q = dict(state["q"])
         self.last_score = dict(state["last_score"])
         self.rewards = {k: list(v) for k, v in state["rewards"].items()}
-
-
-def _level_label(difficulty: float) -> str:
-    if math.isnan(difficulty):
-        return "?"
-    return str(int(difficulty)) if float(difficulty).is_integer() else f"{difficulty:g}"
 
 
 SAMPLER_CLASSES: dict[str, type[Sampler]] = {
@@ -570,7 +568,7 @@ class Curriculum:
                 metrics["curriculum/difficulty_mean"] = float(known.mean())
                 values, counts = np.unique(known, return_counts=True)
                 for value, count in zip(values, counts, strict=True):
-                    metrics[f"curriculum/difficulty/{_level_label(value)}"] = count / len(groups)
+                    metrics[f"curriculum/difficulty/{level_label(value)}"] = count / len(groups)
         metrics["curriculum/top_tasks"] = self.top_tasks(step)
         return metrics
 

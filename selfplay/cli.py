@@ -131,6 +131,10 @@ def cmd_bench(args) -> int:
             staleness=args.staleness,
             overrides=args.overrides,
         )
+    elif args.what == "curriculum":
+        from selfplay.bench.curriculum import bench_curriculum
+
+        bench_curriculum(seeds=args.seeds, out=args.out, max_steps=args.max_steps)
     return 0
 
 
@@ -171,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
     an.set_defaults(func=cmd_analyze)
 
     bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")
-    bench.add_argument("what", choices=["engine", "learner", "sandbox", "step"])
+    bench.add_argument("what", choices=["engine", "learner", "sandbox", "step", "curriculum"])
     bench.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     bench.add_argument("--model", default="embedded")
     bench.add_argument("--prompts", type=int, default=32)
@@ -182,6 +186,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
     bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
     bench.add_argument("--staleness", type=int, default=1, help="step: async max staleness")
+    bench.add_argument("--seeds", type=int, default=5, help="curriculum: students per sampler")
+    bench.add_argument("--max-steps", type=int, default=1500, help="curriculum: step budget")
+    bench.add_argument("--out", default="runs/bench-curriculum", help="curriculum: plot folder")
     bench.add_argument("overrides", nargs="*", help="step: key=value overrides of the experiment")
     bench.set_defaults(func=cmd_bench)
     return top
