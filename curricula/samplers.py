@@ -566,9 +566,9 @@ class Curriculum:
             known = difficulty[~np.isnan(difficulty)]
             if len(known):
                 metrics["curriculum/difficulty_mean"] = float(known.mean())
-                values, counts = np.unique(known, return_counts=True)
-                for value, count in zip(values, counts, strict=True):
-                    metrics[f"curriculum/difficulty/{level_label(value)}"] = count / len(groups)
+            labels = [level_label(d) for d in difficulty]  # "?" for tasks without a level
+            for label in sorted(set(labels)):
+                metrics[f"curriculum/difficulty/{label}"] = labels.count(label) / len(groups)
         metrics["curriculum/top_tasks"] = self.top_tasks(step)
         return metrics
 
