@@ -73,7 +73,8 @@ class TaskBuffer:
         self._columns = {name: np.zeros(0, dtype) for name, dtype in COLUMNS.items()}
         self._history = np.zeros(0, HISTORY)
         self._history_rows = 0
-        self.version = 0  # bumped when tasks are added (samplers cache per-version indexes)
+        self.version = 0  # bumped when tasks are added
+        self.updates = 0  # bumped by every record (samplers cache what depends on the scores)
 
     # ------------------------------------------------------------------ columns
     def __len__(self) -> int:
@@ -194,6 +195,7 @@ class TaskBuffer:
         i = task if isinstance(task, int | np.integer) else self.index(task)
         cols = self._columns
         rate = successes / attempts
+        self.updates += 1
         cols["attempts"][i] += attempts
         cols["successes"][i] += successes
         old = cols["p_hat"][i]
@@ -311,6 +313,7 @@ class TaskBuffer:
         self._history = np.array(state["history"], HISTORY)
         self._history_rows = len(self._history)
         self.version += 1
+        self.updates += 1
 
 
 def level_label(difficulty: float) -> str:

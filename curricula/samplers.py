@@ -73,14 +73,41 @@ class CurriculumSettings:
 
 # ---------------------------------------------------------------------- drawing
 def gumbel_top_k(weights: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n indices without replacement, successively ∝ ``weights`` (zero weights never drawn);
-    the Gumbel-top-k trick: O(N), one random draw per task."""
+    """n indices without replacement, successively ∝ ``weights`` (zero weights never drawn).
+
+    Successive sampling: the next task is drawn ∝ its weight among those not yet drawn. Small
+    batches draw i.i.d. from the cumulative weights and skip repeats (which is exactly that
+    distribution: one cumsum and n binary searches); large ones use the Gumbel-top-k trick
+    (one Gumbel key per task)."""
     positive = np.flatnonzero(weights > 0)
     if n <= 0 or len(positive) == 0:
         return np.zeros(0, np.int64)
+    if 8 * n <= len(positive):
+        drawn = _successive_by_rejection(weights[positive], n, rng)
+        if drawn is not None:
+            return positive[drawn]
     keys = np.log(weights[positive]) + rng.gumbel(size=len(positive))
     top = np.argpartition(-keys, n - 1)[:n] if n < len(positive) else np.arange(len(positive))
     return positive[top[np.argsort(-keys[top], kind="stable")]]
+
+
+def _successive_by_rejection(
+    weights: np.ndarray, n: int, rng: np.random.Generator, max_rounds: int = 8
+) -> np.ndarray | None:
+    """i.i.d. draws ∝ weights, first occurrences kept, until n distinct (None if the weight
+    is so concentrated that repeats keep coming: the caller falls back to Gumbel keys)."""
+    cumulative = np.cumsum(weights)
+    chosen: list[int] = []
+    seen: set[int] = set()
+    for _ in range(max_rounds):
+        draws = np.searchsorted(cumulative, rng.random(2 * n) * cumulative[-1], side="right")
+        for index in np.minimum(draws, len(weights) - 1).tolist():
+            if index not in seen:
+                seen.add(index)
+                chosen.append(index)
+                if len(chosen) == n:
+                    return np.asarray(chosen, np.int64)
+    return None
 
 
 class Sampler:
@@ -263,9 +290,11 @@ class PlrSampler(Sampler):
         result = np.zeros(len(buffer))
         if len(seen) == 0:
             return result
-        scores = np.nan_to_num(buffer.score[seen], nan=0.0)
-        ranks = np.empty(len(seen))
-        ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(seen) + 1)
+        order = self.score_order(buffer)  # every task, highest score first
+        eligible = (active & buffer.seen)[order]
+        rank_of = np.empty(len(buffer))
+        rank_of[order] = np.cumsum(eligible)  # rank among the seen active tasks
+        ranks = rank_of[seen]
         h = ranks ** (-1.0 / self.settings.plr_beta)
         p_score = h / h.sum()
         staleness = np.maximum(step - buffer.last_seen[seen], 0).astype(float)
@@ -274,6 +303,16 @@ class PlrSampler(Sampler):
         rho = self.settings.plr_rho
         result[seen] = (1 - rho) * p_score + rho * p_stale
         return result
+
+    def score_order(self, buffer: TaskBuffer) -> np.ndarray:
+        """Tasks by descending score (unscored last, ties by task order); sorted again only
+        after new results, so drawing is O(N) between records."""
+        key = (buffer.updates, buffer.version)
+        if getattr(self, "_order_key", None) != key:
+            scores = np.nan_to_num(buffer.score, nan=-np.inf)
+            self._order = np.argsort(-scores, kind="stable")
+            self._order_key = key
+        return self._order
 
     def weights(self, buffer: TaskBuffer, step: int) -> np.ndarray:
         return self.mixture(buffer, step, self.active(buffer))

@@ -19,10 +19,11 @@ from curricula.samplers import (
 
 
 def buffer_with(rates, families=None, difficulties=None, scores=None, last_seen=None):
-    """Tasks t0.. with one recorded group of 10 each (None: unseen)."""
+    """Tasks t0.. with one recorded group of 10 each (None: unseen); each task its own family
+    unless told, so no task's p̂ is pooled with another's."""
     buffer = TaskBuffer(ema=1.0)
     for i, rate in enumerate(rates):
-        family = families[i] if families else "f"
+        family = families[i] if families else f"f{i}"
         difficulty = difficulties[i] if difficulties else math.nan
         buffer.add(f"t{i}", family=family, difficulty=difficulty)
         if rate is not None:
@@ -65,6 +66,15 @@ def test_plr_unseen_tasks_get_the_proportionate_replay_share():
     np.testing.assert_allclose(plr.probabilities(buffer, step=4), expected, rtol=1e-12)
 
 
+def test_plr_ranks_only_among_active_tasks():
+    buffer = buffer_with([0.95, 0.5, 0.5, 0.5], scores=[0.9, 0.1, 0.5, 0.3], last_seen=[4] * 4)
+    buffer.retire(0.9)  # the top-scored task is retired: the others move up a rank
+    plr = sampler("plr", plr_beta=1.0, plr_rho=0.0)
+    np.testing.assert_allclose(plr.probabilities(buffer, 5), [0, 2 / 11, 6 / 11, 3 / 11])
+    excluded = plr.probabilities(buffer, 5, exclude=np.array([2]))  # as within a DAPO refill
+    np.testing.assert_allclose(excluded, [0, 1 / 3, 0, 2 / 3])  # ranks 2 → 1, 3 → 2
+
+
 # ---------------------------------------------------------------------- learnability
 def test_learnability_probabilities_are_p_times_one_minus_p():
     buffer = buffer_with([0.1, 0.5, 0.9, 0.3, 1.0, 0.0])
@@ -88,6 +98,21 @@ def test_learnability_prior_puts_unseen_tasks_first():
     buffer = buffer_with([0.1, 0.3, None])
     learn = sampler("learnability", learnability_oversample=4, prior_p=0.5)
     assert learn.sample(buffer, 1, 0).tolist() == [2]  # 0.5·0.5 beats 0.21 and 0.09
+
+
+def test_pooled_p_hat_leans_on_the_level_hand_computed():
+    buffer = TaskBuffer(ema=1.0)
+    for task in ("a", "b", "c"):
+        buffer.add(task, family="f", difficulty=1)
+    buffer.record("a", 2, 10, 0)  # level p̂ 0.2
+    buffer.record("c", 8, 10, 1)  # level p̂ (EMA weight 1: the newest group) 0.8
+    learn = sampler("learnability", learnability_oversample=1, pool_strength=8)
+    p = np.array([(10 * 0.2 + 8 * 0.8) / 18, 0.8, (10 * 0.8 + 8 * 0.8) / 18])  # b: unseen
+    np.testing.assert_allclose(learn.prior_p_hat(buffer), p, rtol=1e-12)
+    priority = p * (1 - p)
+    np.testing.assert_allclose(learn.probabilities(buffer, 2), priority / priority.sum())
+    own = sampler("learnability", pool_strength=0)
+    np.testing.assert_allclose(own.prior_p_hat(buffer), [0.2, 0.8, 0.8])  # unseen: the level
 
 
 # ---------------------------------------------------------------------- band
@@ -251,6 +276,16 @@ def test_gumbel_top_k_follows_the_weights():
     firsts = [gumbel_top_k(weights, 1, rng)[0] for _ in range(4000)]
     assert 0 not in firsts
     assert np.mean(np.array(firsts) == 2) == pytest.approx(0.75, abs=0.03)
+
+
+def test_successive_sampling_without_replacement_by_rejection():
+    rng = np.random.default_rng(0)
+    weights = np.array([15.0] + [1.0] * 15)  # total 30; 8·2 ≤ 16 tasks: the rejection path
+    draws = [gumbel_top_k(weights, 2, rng) for _ in range(6000)]
+    assert all(len(set(d.tolist())) == 2 for d in draws)
+    assert np.mean([d[0] == 0 for d in draws]) == pytest.approx(0.5, abs=0.02)
+    # P(task 0 in the pair) = 1/2 + 1/2 · 15/29
+    assert np.mean([0 in d for d in draws]) == pytest.approx(0.5 + 0.5 * 15 / 29, abs=0.02)
 
 
 def test_unknown_sampler_names_the_choices():
