@@ -144,14 +144,19 @@ class Sampler:
         task seen rarely (or never: n_i = 0) leans on its level's recent pass rate; an arm never
         seen counts as p̂ = ``prior_p`` (the exploration prior). k = 0: the task's own p̂ only.
         """
-        arm = buffer.arm_p_hat[buffer.arm] if len(buffer.arms) else np.full(len(buffer), np.nan)
-        arm = np.where(np.isnan(arm), self.settings.prior_p, arm)
-        n = buffer.attempts.astype(float)
+        levels = buffer.arm_p_hat
+        levels = np.where(np.isnan(levels), self.settings.prior_p, levels)  # small: per arm
+        arm = levels[buffer.arm] if len(levels) else np.full(len(buffer), self.settings.prior_p)
+        seen = buffer.attempts > 0
         k = self.settings.pool_strength
-        own = np.nan_to_num(buffer.p_hat, nan=0.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            pooled = (n * own + k * arm) / (n + k)
-        return np.where(buffer.seen, pooled if k > 0 else own, arm)
+        if k <= 0:
+            return np.where(seen, buffer.p_hat, arm)
+        n = buffer.attempts.astype(float)
+        with np.errstate(invalid="ignore"):  # unseen tasks: NaN, replaced below
+            pooled = n * buffer.p_hat
+            pooled += k * arm
+            pooled /= n + k
+        return np.where(seen, pooled, arm)
 
     # ------------------------------------------------------------------ drawing
     def sample(
@@ -286,23 +291,26 @@ class PlrSampler(Sampler):
 
     def replay_distribution(self, buffer: TaskBuffer, step: int, active: np.ndarray) -> np.ndarray:
         """P_replay over seen active tasks: (1 − ρ)·P_S + ρ·P_C (zero elsewhere)."""
-        seen = np.flatnonzero(active & buffer.seen)
         result = np.zeros(len(buffer))
-        if len(seen) == 0:
-            return result
+        eligible = active & (buffer.attempts > 0)
         order = self.score_order(buffer)  # every task, highest score first
-        eligible = (active & buffer.seen)[order]
-        rank_of = np.empty(len(buffer))
-        rank_of[order] = np.cumsum(eligible)  # rank among the seen active tasks
-        ranks = rank_of[seen]
-        h = ranks ** (-1.0 / self.settings.plr_beta)
-        p_score = h / h.sum()
-        staleness = np.maximum(step - buffer.last_seen[seen], 0).astype(float)
-        total = staleness.sum()
-        p_stale = staleness / total if total > 0 else np.full(len(seen), 1 / len(seen))
+        ranked = order[eligible[order]]  # the seen active tasks, rank 1 first
+        if len(ranked) == 0:
+            return result
         rho = self.settings.plr_rho
-        result[seen] = (1 - rho) * p_score + rho * p_stale
+        result[ranked] = (1 - rho) * self.rank_weights(len(ranked))
+        staleness = np.maximum(step - buffer.last_seen[ranked], 0).astype(float)
+        total = staleness.sum()
+        result[ranked] += rho * (staleness / total if total > 0 else 1 / len(ranked))
         return result
+
+    def rank_weights(self, count: int) -> np.ndarray:
+        """P_S by rank: (1/rank)^(1/β) normalised over ``count`` tasks (cached per count)."""
+        key = (count, self.settings.plr_beta)
+        if getattr(self, "_rank_key", None) != key:
+            h = np.arange(1, count + 1, dtype=float) ** (-1.0 / self.settings.plr_beta)
+            self._rank_weights, self._rank_key = h / h.sum(), key
+        return self._rank_weights
 
     def score_order(self, buffer: TaskBuffer) -> np.ndarray:
         """Tasks by descending score (unscored last, ties by task order); sorted again only
@@ -335,9 +343,10 @@ class PlrSampler(Sampler):
             return np.zeros(len(buffer))
         unseen = active & ~buffer.seen
         replay = 1 - unseen.sum() / count
-        result = replay * self.replay_distribution(buffer, step, active)
+        result = self.replay_distribution(buffer, step, active)
+        result *= replay
         if unseen.any():
-            result[unseen] += (1 - replay) / unseen.sum()
+            np.add(result, (1 - replay) / unseen.sum(), out=result, where=unseen)
         return result
 
 
@@ -364,25 +373,47 @@ class TsclSampler(Sampler):
             return Arms(buffer.arms, buffer.arm)
         return Arms(buffer.families, buffer.family)
 
+    def arm_tasks(self, buffer: TaskBuffer, arm: int) -> np.ndarray:
+        """The tasks of one arm (grouped once per task set, then sliced)."""
+        key = (buffer.version, self.settings.tscl_arms)
+        if getattr(self, "_groups_key", None) != key:
+            code = self.arms(buffer).code
+            self._grouped = np.argsort(code, kind="stable")
+            self._starts = np.concatenate([[0], np.cumsum(np.bincount(code))])
+            self._groups_key = key
+        return self._grouped[self._starts[arm] : self._starts[arm + 1]]
+
     def arm_values(self, labels: list[str]) -> np.ndarray:
-        """Each arm's value for the greedy choice: |Q| (Thompson: |one of its recent rewards|),
-        +inf for arms never observed (the exploration prior)."""
+        """Each arm's value for the greedy choice: |Q| (Thompson: |one of its recent rewards|,
+        drawn afresh at each call), +inf for arms never observed (the exploration prior)."""
         if self.settings.tscl_mode == "thompson":
-            values = []
-            for label in labels:
-                window = self.rewards.get(label)
-                values.append(abs(window[self.rng.integers(len(window))]) if window else math.inf)
-            return np.asarray(values, float)
+            return self.thompson_draw(*self.windows(labels))
         return np.asarray([abs(self.q[lb]) if lb in self.q else math.inf for lb in labels], float)
 
-    def choose_arm(self, available: np.ndarray, labels: list[str]) -> int:
-        """ε-greedy on |Q| or a Thompson draw; ties at random."""
+    def windows(self, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Each arm's recent rewards as a zero-padded matrix, and how many each has."""
+        windows = [self.rewards.get(label) or [] for label in labels]
+        lengths = np.asarray([len(w) for w in windows], np.int64)
+        padded = np.zeros((len(labels), max(int(lengths.max(initial=0)), 1)))
+        for row, window in enumerate(windows):
+            padded[row, : len(window)] = window
+        return padded, lengths
+
+    def thompson_draw(self, padded: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """|one reward drawn at random from each arm's window|; +inf for empty windows."""
+        picks = (self.rng.random(len(lengths)) * np.maximum(lengths, 1)).astype(np.int64)
+        values = np.abs(padded[np.arange(len(lengths)), picks])
+        return np.where(lengths > 0, values, math.inf)
+
+    def choose_arm(self, available: np.ndarray, values) -> int:
+        """ε-greedy on |Q| or a Thompson draw; ``values()`` gives each arm's value (a fresh
+        draw for Thompson); ties at random."""
         arms = np.flatnonzero(available)
         explore = self.settings.tscl_epsilon if self.settings.tscl_mode == "epsilon" else 0.0
         if self.rng.random() < explore:
             return int(arms[self.rng.integers(len(arms))])
-        values = self.arm_values([labels[a] for a in arms])
-        best = np.flatnonzero(values == values.max())
+        chosen = values()[arms]
+        best = np.flatnonzero(chosen == chosen.max())
         return int(arms[best[self.rng.integers(len(best))]])
 
     def probabilities(self, buffer, step, exclude=None) -> np.ndarray:
@@ -414,17 +445,24 @@ class TsclSampler(Sampler):
         active = self.active(buffer, exclude)
         remaining = np.bincount(info.code[active], minlength=len(info.labels))
         slots = np.zeros(len(info.labels), np.int64)
+        if self.settings.tscl_mode == "epsilon":  # |Q| does not change within a batch
+            fixed = self.arm_values(info.labels)
+            values = lambda: fixed  # noqa: E731
+        else:
+            padded, lengths = self.windows(info.labels)
+            values = lambda: self.thompson_draw(padded, lengths)  # noqa: E731
         for _ in range(n):
             available = remaining > 0
             if not available.any():
                 break
-            arm = self.choose_arm(available, info.labels)
+            arm = self.choose_arm(available, values)
             slots[arm] += 1
             if not replace:
                 remaining[arm] -= 1
         chosen = []
         for arm in np.flatnonzero(slots):
-            pool = np.flatnonzero(active & (info.code == arm))
+            pool = self.arm_tasks(buffer, arm)
+            pool = pool[active[pool]]
             if replace:
                 chosen.append(pool[self.rng.integers(len(pool), size=slots[arm])])
             else:

@@ -104,31 +104,46 @@ def mastery_table(results, settings: StudentSettings) -> tuple[Table, list[dict]
     return table, rows
 
 
-def time_samplers(repeats: int = 20) -> list[dict]:
-    """Seconds per sampled task with 100,000 tasks (half of them seen), batches of 32."""
+def timing_buffer(knobs: dict, rng: np.random.Generator) -> Curriculum:
+    """100,000 tasks over 8 families × 10 levels, half of them seen once."""
+    curriculum = Curriculum(CurriculumSettings(**knobs), seed=0)
+    ids = [f"t{i}" for i in range(TIMED_TASKS)]
+    families = [f"f{i % 8}" for i in range(TIMED_TASKS)]
+    curriculum.buffer.add_many(ids, families, [float(i % 10) for i in range(TIMED_TASKS)])
+    seen = rng.choice(TIMED_TASKS, TIMED_TASKS // 2, replace=False)
+    groups = [
+        Group(int(i), int(k), 8, [1.0] * int(k) + [0.0] * (8 - int(k)))
+        for i, k in zip(seen, rng.integers(0, 9, len(seen)), strict=True)
+    ]
+    curriculum.record(groups, step=0)
+    return curriculum
+
+
+def time_samplers(trials: int = 5, batches: int = 20) -> list[dict]:
+    """Milliseconds per sampled task with 100,000 tasks, batches of 32: the median of
+    ``trials`` rounds, the samplers interleaved within each round so that a shared machine's
+    load falls on all of them alike (uniform, the baseline, included)."""
     rng = np.random.default_rng(0)
-    rows = []
-    for name, knobs in VARIANTS.items():
-        curriculum = Curriculum(CurriculumSettings(**knobs), seed=0)
-        ids = [f"t{i}" for i in range(TIMED_TASKS)]
-        families = [f"f{i % 8}" for i in range(TIMED_TASKS)]
-        curriculum.buffer.add_many(ids, families, [float(i % 10) for i in range(TIMED_TASKS)])
-        seen = rng.choice(TIMED_TASKS, TIMED_TASKS // 2, replace=False)
-        groups = [
-            Group(int(i), int(k), 8, [1.0] * int(k) + [0.0] * (8 - int(k)))
-            for i, k in zip(seen, rng.integers(0, 9, len(seen)), strict=True)
-        ]
-        curriculum.record(groups, step=0)
-        curriculum.sample(TIMED_BATCH, 1)  # warm-up
-        start = time.perf_counter()
-        for step in range(repeats):
-            curriculum.sample(TIMED_BATCH, 2 + step)
-        seconds = (time.perf_counter() - start) / (repeats * TIMED_BATCH)
-        rows.append({"sampler": name, "ms_per_task": 1000 * seconds})
-    base = rows[0]["ms_per_task"]
-    for row in rows:
-        row["vs_uniform"] = row["ms_per_task"] / base
-    return rows
+    curricula = {name: timing_buffer(knobs, rng) for name, knobs in VARIANTS.items()}
+    seconds: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    step = 1
+    for _ in range(trials):
+        for name, curriculum in curricula.items():
+            curriculum.sample(TIMED_BATCH, step)  # warm-up (caches after new results)
+            start = time.perf_counter()
+            for _ in range(batches):
+                step += 1
+                curriculum.sample(TIMED_BATCH, step)
+            seconds[name].append((time.perf_counter() - start) / (batches * TIMED_BATCH))
+    base = statistics.median(seconds["uniform"])
+    return [
+        {
+            "sampler": name,
+            "ms_per_task": 1000 * statistics.median(values),
+            "vs_uniform": statistics.median(values) / base,
+        }
+        for name, values in seconds.items()
+    ]
 
 
 def plot(results, settings: StudentSettings, path: Path) -> Path:
@@ -169,7 +184,9 @@ def bench_curriculum(seeds: int = 5, out: str = "runs/bench-curriculum", **stude
         f"({verdict} the goal ≤ 0.67×)"
     )
     timing = time_samplers()
-    timing_table = Table(title=f"sampler cost, {TIMED_TASKS:,} tasks, batches of {TIMED_BATCH}")
+    timing_table = Table(
+        title=f"sampler cost, {TIMED_TASKS:,} tasks, batches of {TIMED_BATCH} (median of 5)"
+    )
     for column in ("sampler", "ms per sampled task", "vs uniform"):
         timing_table.add_column(column, justify="left" if column == "sampler" else "right")
     for row in timing:
