@@ -157,10 +157,14 @@ def cmd_bench(args) -> int:
             staleness=args.staleness,
             overrides=args.overrides,
         )
+    elif args.what == "curriculum":
+        from selfplay.bench.curriculum import bench_curriculum
+
+        bench_curriculum(seeds=args.seeds, out=args.out, max_steps=args.max_steps)
     return 0
 
 
-BENCHES = ["engine", "learner", "sandbox", "step", "oracle", "corpus", "rewards"]
+BENCHES = ["engine", "learner", "sandbox", "step", "oracle", "corpus", "rewards", "curriculum"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -226,6 +230,9 @@ def parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--data", default="clustered", help="corpus: clustered | uniform vectors")
     bench.add_argument("--spread", type=float, default=3.0, help="corpus: clustered noise norm")
+    bench.add_argument("--seeds", type=int, default=5, help="curriculum: students per sampler")
+    bench.add_argument("--max-steps", type=int, default=1500, help="curriculum: step budget")
+    bench.add_argument("--out", default="runs/bench-curriculum", help="curriculum: plot folder")
     bench.add_argument("overrides", nargs="*", help="step: key=value overrides of the experiment")
     bench.set_defaults(func=cmd_bench)
     return top

@@ -124,6 +124,8 @@ class TaskSpec(Strict):
     name: str  # a reasoning-gym dataset name
     weight: float = Field(1.0, gt=0)
     config: dict[str, Any] = {}
+    # difficulty levels: each a config merged over `config` (level k = difficulty label k)
+    levels: list[dict[str, Any]] = []
 
 
 class ToolConfig(Strict):
@@ -145,6 +147,9 @@ class RlvrConfig(Strict):
     format_reward: float = Field(0.0, ge=0)  # bonus for a \boxed{} answer
     eval_size: int = Field(32, ge=0)
     eval_every: int = Field(0, ge=0)  # 0: only before and after training
+    # train: the first eval_size training tasks (the sanity check); heldout: eval_size other
+    # tasks from the same families and levels, never trained on
+    eval_split: Literal["train", "heldout"] = "train"
     tool: ToolConfig | None = None  # set to give the solver a Python interpreter
 
 
@@ -298,6 +303,35 @@ class Agent0Config(Strict):
         return self
 
 
+class CurriculumConfig(Strict):
+    """Difficulty-adaptive task sampling for every loop (docs/curricula.md, REFERENCE §5)."""
+
+    sampler: Literal["uniform", "band", "dapo", "learnability", "plr", "tscl"] = "uniform"
+    retire_at: float | None = Field(None, gt=0, le=1)  # ScaleRL: 0.9; None keeps every task
+    retire_min_attempts: int = Field(1, ge=1)
+    prior_p: float = Field(0.5, ge=0, le=1)  # p̂ of a task (and level) never seen
+    pool_strength: float = Field(8.0, ge=0)  # pseudo-attempts of a task's level in its p̂
+    ema: float = Field(0.5, gt=0, le=1)  # weight of the newest group in p̂
+    band_lo: float = Field(0.3, ge=0, le=1)
+    band_hi: float = Field(0.7, ge=0, le=1)
+    dapo_max_rounds: int = Field(3, ge=0)  # refill rounds after the first draw
+    learnability_oversample: int = Field(4, ge=1)  # LILO: m×batch candidates, keep the top
+    plr_beta: float = Field(0.1, gt=0)  # rank temperature β
+    plr_rho: float = Field(0.1, ge=0, le=1)  # staleness mix ρ
+    tscl_mode: Literal["epsilon", "thompson"] = "epsilon"
+    tscl_epsilon: float = Field(0.1, ge=0, le=1)
+    tscl_alpha: float = Field(0.1, gt=0, le=1)
+    tscl_window: int = Field(10, ge=1)
+    tscl_arms: Literal["level", "family"] = "level"
+    top_k: int = Field(5, ge=1)  # top tasks by priority in metrics.jsonl
+
+    @model_validator(mode="after")
+    def _band_ordered(self) -> CurriculumConfig:
+        if self.band_lo > self.band_hi:
+            raise ValueError(f"band_lo {self.band_lo} > band_hi {self.band_hi}")
+        return self
+
+
 class ExperimentConfig(Strict):
     name: str
     description: str = ""
@@ -316,6 +350,7 @@ class ExperimentConfig(Strict):
     checkpoint: CheckpointConfig = CheckpointConfig()
     cluster: ClusterConfig = ClusterConfig()
     rollout: RolloutConfig = RolloutConfig()
+    curriculum: CurriculumConfig = CurriculumConfig()
     rlvr: RlvrConfig | None = None
     spiral: SpiralConfig | None = None
     settings: dict[str, Any] = {}  # a plug-in loop's own section (selfplay.loops.loop_settings)

@@ -215,6 +215,7 @@ def run(world: World, start_step: int) -> list[dict]:
             logger.advance(reward, metrics["rollout/tokens_per_s"])
             if (step + 1) % config.checkpoint.every == 0 or step + 1 == config.train.steps:
                 world.checkpointer.save(step + 1, checkpoint_state(world))
+                world.loop.save_artifacts(world.run_dir)  # e.g. curriculum/tasks.csv
         if start_step <= config.train.steps and not _final_logged(world):
             final = asyncio.run(world.loop.evaluate(world.policy, config.train.steps))
             logger.log(config.train.steps, {"final": 1.0, **final})

@@ -169,6 +169,9 @@ class Loop:
     def close(self) -> None:
         """Release loop resources (sandbox pools, games)."""
 
+    def save_artifacts(self, run_dir) -> None:
+        """Write human-readable loop state into the run folder (called at each checkpoint)."""
+
     def state_dict(self) -> dict:
         return {"rng": self.rng.getstate(), "baseline": self.baseline.state_dict()}
 

@@ -5,6 +5,13 @@ Each step draws ``prompts_per_step`` tasks from a fixed set of ``dataset_size`` 
 Math-Verify equivalence) accepts it. With a small fixed set of easy tasks this is the "sanity
 check" setting of REFERENCE §1: the training reward must climb.
 
+Tasks are drawn by the experiment's curriculum (``curriculum.sampler``, docs/curricula.md): every
+task of the fixed set is one entry of a ``TaskBuffer``, labelled with its family and difficulty
+level (``rlvr.tasks[].levels``: configs merged over the family's ``config``, level k = label k).
+The sampler's state (effective-prompt ratio, sampled difficulty, top tasks) goes to
+``metrics.jsonl`` and the per-task table to ``curriculum/tasks.csv``. With ``eval_split:
+heldout`` evaluation uses tasks from the same families and levels that training never sees.
+
 With ``rlvr.tool`` set, the solver may run Python while it answers (``selfplay.tools``): each
 episode is one tool-integrated rollout, graded on its whole transcript (tool output included, so
 an answer the code printed counts in lenient mode), with tool calls and errors in ``info``.
@@ -13,10 +20,15 @@ an answer the code printed counts in lenient mode), with tool calls and errors i
 from __future__ import annotations
 
 import contextlib
+import math
+from pathlib import Path
+from typing import NamedTuple
 
+import numpy as np
 import reasoning_gym
 
 from curricula.answers import grade_answer
+from curricula.samplers import Curriculum, Group
 from sandbox import SandboxLimits, SandboxPool
 from selfplay.errors import UserError
 from selfplay.loops.base import Loop
@@ -27,20 +39,46 @@ from selfplay.types import Completion, Episode, Request, Turn
 ROLE = "solver"
 
 
+class RgTask(NamedTuple):
+    """One reasoning-gym item of the fixed set, with its family and difficulty level."""
+
+    family: str
+    level: float  # index into the spec's ``levels`` (NaN when the spec has none)
+    entry: dict
+    dataset: object
+    task_id: str
+
+
+def build_levelled_tasks(specs, size: int, seed: int) -> list[RgTask]:
+    """A fixed, seeded set mixed by the specs' weights, split evenly over each spec's levels."""
+    total = sum(s.weight for s in specs)
+    tasks: list[RgTask] = []
+    for index, spec in enumerate(specs):
+        levels = spec.levels or [{}]
+        count = max(1, round(size * spec.weight / total / len(levels)))
+        for level, overrides in enumerate(levels):
+            label = float(level) if spec.levels else math.nan
+            try:
+                dataset = reasoning_gym.create_dataset(
+                    spec.name,
+                    size=count,
+                    seed=seed + 1000 * level + index,
+                    **{**spec.config, **overrides},
+                )
+            except Exception as exc:
+                where = f"{spec.name!r}" + (f" level {level}" if spec.levels else "")
+                raise UserError(f"reasoning-gym task {where}: {exc}".splitlines()[0]) from exc
+            prefix = f"{spec.name}@{level}" if spec.levels else spec.name
+            tasks += [
+                RgTask(spec.name, label, entry, dataset, f"{prefix}#{k}")
+                for k, entry in enumerate(dataset)
+            ]
+    return tasks
+
+
 def build_tasks(specs, size: int, seed: int) -> list[tuple[str, dict, object]]:
     """(family, entry, dataset) triples: a fixed, seeded set mixed by the specs' weights."""
-    total = sum(s.weight for s in specs)
-    tasks = []
-    for index, spec in enumerate(specs):
-        count = max(1, round(size * spec.weight / total))
-        try:
-            dataset = reasoning_gym.create_dataset(
-                spec.name, size=count, seed=seed + index, **spec.config
-            )
-        except Exception as exc:
-            raise UserError(f"reasoning-gym task {spec.name!r}: {exc}".splitlines()[0]) from exc
-        tasks += [(spec.name, entry, dataset) for entry in dataset]
-    return tasks
+    return [(t.family, t.entry, t.dataset) for t in build_levelled_tasks(specs, size, seed)]
 
 
 class RlvrLoop(Loop):
@@ -50,7 +88,22 @@ class RlvrLoop(Loop):
         super().__init__(config)
         self.require_roles(ROLE)
         self.settings = config.rlvr
-        self.tasks = build_tasks(self.settings.tasks, self.settings.dataset_size, config.seed)
+        self.pool_tasks = build_levelled_tasks(
+            self.settings.tasks, self.settings.dataset_size, config.seed
+        )
+        self.tasks = [(t.family, t.entry, t.dataset) for t in self.pool_tasks]
+        self.eval_tasks = (
+            build_levelled_tasks(self.settings.tasks, self.settings.eval_size, config.seed + 20_000)
+            if self.settings.eval_split == "heldout" and self.settings.eval_size
+            else self.pool_tasks[: self.settings.eval_size]
+        )
+        self.curriculum = Curriculum(config.curriculum, seed=config.seed)
+        self.curriculum.buffer.add_many(
+            [t.task_id for t in self.pool_tasks],
+            [t.family for t in self.pool_tasks],
+            [t.level for t in self.pool_tasks],
+        )
+        self._step_metrics: dict[int, dict] = {}  # step → the curriculum's state after collect
         self._pool: SandboxPool | None = None  # started on the first tool call, not at build
 
     # ---------------------------------------------------------------- the Python tool
@@ -87,9 +140,15 @@ class RlvrLoop(Loop):
         return {**graded, "reward": graded["score"] + bonus}
 
     async def _episode(
-        self, policy: BatchingPolicy, task_index: int, group: str, greedy: bool = False
+        self,
+        policy: BatchingPolicy,
+        task_index: int,
+        group: str,
+        greedy: bool = False,
+        task: RgTask | None = None,
     ) -> Episode:
-        family, entry, dataset = self.tasks[task_index]
+        task = task or self.pool_tasks[task_index]
+        family, entry, dataset = task.family, task.entry, task.dataset
         request = self.request(ROLE, greedy=greedy, question=entry["question"])
         turn, tool_info = await self._solve(policy, request)
         grade = self.grade(turn.text, family, entry, dataset)
@@ -101,6 +160,8 @@ class RlvrLoop(Loop):
             group_id=group,
             info={
                 "task": task_index,
+                "task_id": task.task_id,
+                "level": None if math.isnan(task.level) else task.level,
                 "question": entry["question"],
                 "gold": str(entry["answer"]),
                 **{k: v for k, v in grade.items() if k != "reward"},
@@ -108,32 +169,63 @@ class RlvrLoop(Loop):
             },
         )
 
-    async def collect(self, policy: BatchingPolicy, step: int) -> list[Episode]:
-        chosen = self.rng.sample(
-            range(len(self.tasks)), min(self.settings.prompts_per_step, len(self.tasks))
+    async def _groups(self, policy: BatchingPolicy, step: int, indices: np.ndarray) -> list[Group]:
+        """One group of ``group_size`` answers per task, graded: what the curriculum records."""
+        size = self.settings.group_size
+        episodes = await policy.gather(
+            self._episode(policy, int(index), f"s{step}-t{index}")
+            for index in indices
+            for _ in range(size)
         )
-        coroutines = [
-            self._episode(policy, index, f"s{step}-t{index}")
-            for index in chosen
-            for _ in range(self.settings.group_size)
-        ]
-        return await policy.gather(coroutines)
+        groups = []
+        for k, index in enumerate(indices):
+            group = episodes[k * size : (k + 1) * size]
+            groups.append(
+                Group(
+                    task=int(index),
+                    successes=float(sum(e.info["correct"] for e in group)),
+                    attempts=size,
+                    rewards=[e.rewards[ROLE] for e in group],
+                    payload=group,
+                )
+            )
+        return groups
+
+    async def collect(self, policy: BatchingPolicy, step: int) -> list[Episode]:
+        count = min(self.settings.prompts_per_step, len(self.pool_tasks))
+        kept = await self.curriculum.fill(
+            count, step, lambda indices: self._groups(policy, step, indices)
+        )
+        self._step_metrics[step] = self.curriculum.metrics(step)
+        return [episode for group in kept for episode in group.payload]
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
-        """Greedy accuracy on the first ``eval_size`` tasks of the fixed set."""
-        count = min(self.settings.eval_size, len(self.tasks))
-        if count == 0:
+        """Greedy accuracy on the evaluation tasks (``eval_split``), overall and per level."""
+        tasks = self.eval_tasks
+        if not tasks:
             return {}
         episodes = await policy.gather(
-            self._episode(policy, i, f"eval-{i}", greedy=True) for i in range(count)
+            self._episode(policy, i, f"eval-{i}", greedy=True, task=task)
+            for i, task in enumerate(tasks)
         )
-        return {
+        count = len(tasks)
+        metrics = {
             "eval/accuracy": sum(e.info["correct"] for e in episodes) / count,
             "eval/boxed_rate": sum(e.info["boxed"] for e in episodes) / count,
         }
+        if any(not math.isnan(t.level) for t in tasks):
+            arms: dict[str, list[bool]] = {}
+            for task, episode in zip(tasks, episodes, strict=True):
+                arm = task.task_id.split("#")[0]
+                arms.setdefault(arm, []).append(episode.info["correct"])
+            for arm, results in sorted(arms.items()):
+                metrics[f"eval/accuracy/{arm}"] = sum(results) / len(results)
+        return metrics
 
     def summarize(self, episodes: list[Episode]) -> dict[str, float]:
         metrics = super().summarize(episodes)
+        if self._step_metrics:  # the oldest step collected (async: the next may be in flight)
+            metrics |= self._step_metrics.pop(min(self._step_metrics))
         n = max(len(episodes), 1)
         metrics["rollout/accuracy"] = sum(e.info["correct"] for e in episodes) / n
         metrics["rollout/boxed_rate"] = sum(e.info["boxed"] for e in episodes) / n
@@ -147,3 +239,18 @@ class RlvrLoop(Loop):
             )
             metrics["rollout/tool_error_rate"] = errors / calls if calls else 0.0
         return metrics
+
+    # ---------------------------------------------------------------- curriculum state
+    def save_artifacts(self, run_dir: Path) -> None:
+        """The per-task table of the curriculum: ``curriculum/tasks.csv``."""
+        self.curriculum.buffer.write_csv(run_dir / "curriculum" / "tasks.csv")
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "curriculum": self.curriculum.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if "curriculum" in state:  # checkpoints from before the curriculum have none
+            if state["curriculum"]["buffer"]["ids"] != self.curriculum.buffer.ids:
+                raise UserError("the checkpoint's task set differs from the config's rlvr.tasks")
+            self.curriculum.load_state_dict(state["curriculum"])

@@ -10,6 +10,13 @@ An invalid or unparseable action ends the game: −1.5 for the offender and +0.5
 seat in training (not zero-sum, as in the paper), −1/+1 in evaluation. Games cut off at the
 turn limit are draws.
 
+Game mixture: with ``curriculum.sampler: uniform`` games are drawn by their ``weight``; with any
+other sampler (``tscl`` is the one made for it: a bandit on learning progress, Matiisen et al.
+2017) each game spec is one task of the curriculum's buffer, drawn with replacement from the
+sampler's distribution, and scored per step by its trained seats' mean training reward rescaled
+to [0, 1] ((r − invalid_penalty) / (1 − invalid_penalty)), so learning progress is the change of
+that score. The mixture is logged each step (``curriculum/...`` in metrics.jsonl).
+
 Opponents: ``mirror`` (both seats are the policy and both are trained; the default),
 ``random`` (random legal actions; only the policy's seat is trained), ``frozen`` (the initial
 policy: the base model without LoRA), ``pool`` (a FIFO pool of past LoRA snapshots). Seats are
@@ -21,8 +28,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+import numpy as np
+
 import games
 from curricula.answers import grade_answer
+from curricula.samplers import Curriculum, Group
 from games import CheckpointPool, RandomOpponent, assign_seats, extract_action, match_legal
 from roles import load_role
 from selfplay.engines.hf import BASE_ADAPTER
@@ -78,6 +88,10 @@ class SpiralLoop(Loop):
             self.settings.opponent.pool_size, self.settings.opponent.refresh_every
         )
         self.pool_weights: dict[str, dict] = {}
+        self.curriculum = Curriculum(config.curriculum, seed=config.seed)
+        for index, spec in enumerate(self.settings.games):
+            self.curriculum.add(f"{spec.id}#{index}", family=spec.id)
+        self._step_metrics: dict[int, dict] = {}  # step → the game mixture after collect
         self.reasoning_tasks = (
             build_tasks(
                 self.settings.eval_reasoning,
@@ -173,9 +187,14 @@ class SpiralLoop(Loop):
         return game.outcome()
 
     # ------------------------------------------------------------------ training
-    async def _training_game(self, policy: BatchingPolicy, step: int, index: int) -> Episode:
+    async def _training_game(
+        self, policy: BatchingPolicy, step: int, index: int, game_index: int | None = None
+    ) -> Episode:
         rng = random.Random(self.rng.randrange(2**63))
-        spec = rng.choices(self.settings.games, weights=[g.weight for g in self.settings.games])[0]
+        specs = self.settings.games
+        if game_index is None:
+            game_index = rng.choices(range(len(specs)), weights=[g.weight for g in specs])[0]
+        spec = specs[game_index]
         seats, assignment = self.training_seats(rng)
         game, record = await self.play(
             policy, spec.id, spec.kwargs, spec.max_turns, rng.randrange(2**31), seats
@@ -189,6 +208,7 @@ class SpiralLoop(Loop):
             rewards={seat_role(s): rewards[s] for s in trained},
             group_id=f"s{step}-g{index}",
             info={
+                "game_index": game_index,
                 "seats": assignment,
                 "opponent": self.settings.opponent.kind,
                 "opponent_adapter": next(
@@ -210,12 +230,39 @@ class SpiralLoop(Loop):
         )
 
     async def collect(self, policy: BatchingPolicy, step: int) -> list[Episode]:
-        return await policy.gather(
-            self._training_game(policy, step, i) for i in range(self.settings.games_per_step)
+        count = self.settings.games_per_step
+        chosen: list[int | None] = [None] * count  # uniform: the games' own weights
+        if self.config.curriculum.sampler != "uniform":
+            chosen = [int(i) for i in self.curriculum.sample(count, step, replace=True)]
+        episodes = await policy.gather(
+            self._training_game(policy, step, i, game) for i, game in enumerate(chosen)
         )
+        self.curriculum.record(self.game_groups(episodes), step)
+        self._step_metrics[step] = self.curriculum.metrics(step)
+        return episodes
+
+    def game_groups(self, episodes: list[Episode]) -> list[Group]:
+        """One group per game spec played this step: its trained seats' rewards, scored in
+        [0, 1] as (r − invalid_penalty) / (1 − invalid_penalty)."""
+        low = self.settings.invalid_penalty
+        rewards: dict[int, list[float]] = {}
+        for episode in episodes:
+            rewards.setdefault(episode.info["game_index"], []).extend(episode.rewards.values())
+        return [
+            Group(
+                task=game,
+                successes=float(np.clip((np.asarray(values) - low) / (1 - low), 0, 1).sum()),
+                attempts=len(values),
+                rewards=values,
+            )
+            for game, values in sorted(rewards.items())
+            if values
+        ]
 
     def summarize(self, episodes: list[Episode]) -> dict[str, float]:
         metrics = super().summarize(episodes)
+        if self._step_metrics:  # the oldest step collected (async: the next may be in flight)
+            metrics |= self._step_metrics.pop(min(self._step_metrics))
         n = max(len(episodes), 1)
         metrics["game/invalid_rate"] = sum(e.info["invalid_by"] is not None for e in episodes) / n
         # who broke the rules: the trained policy, or a non-trained opponent (random, frozen, pool)
@@ -345,12 +392,15 @@ class SpiralLoop(Loop):
             **super().state_dict(),
             "pool": self.pool.state_dict(),
             "pool_weights": self.pool_weights,
+            "curriculum": self.curriculum.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.pool = CheckpointPool.from_state_dict(state["pool"])
         self.pool_weights = state["pool_weights"]
+        if "curriculum" in state:  # checkpoints from before the curriculum have none
+            self.curriculum.load_state_dict(state["curriculum"])
 
 
 def game_rates(results: list[dict]) -> dict[str, float]:
