@@ -68,7 +68,7 @@ def bench_embedding(console: Console, n_texts: int, batch_size: int | None, roun
     embedder = shared_embedder(MINILM)
     model = embedder.model
     candidates = {
-        "model.encode(texts) [library default, batch 32]": lambda: model.encode(texts),
+        "model.encode(texts) (library default: batch 32)": lambda: model.encode(texts),
         **{
             f"model.encode(texts, batch_size={b})": (lambda b=b: model.encode(texts, batch_size=b))
             for b in sorted({8, 16, 64, settings.batch_size} - {32})
