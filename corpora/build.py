@@ -223,7 +223,12 @@ def _write_atomically(target: Path, chunks, vectors, index, manifest) -> None:
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if target.exists():
             os.replace(target, old)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / MANIFEST).exists():
+                raise
+            # another process finished the same build between our two renames: keep theirs
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
