@@ -215,6 +215,7 @@ def _write_atomically(target: Path, chunks, vectors, index, manifest) -> None:
     """Write into a hidden sibling folder, then swap it in with renames."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.building-"))
+    tmp.chmod(0o755)  # mkdtemp makes it private; a corpus is as readable as the rest of the cache
     old = target.parent / f".{target.name}.old-{os.getpid()}"
     try:
         write_chunks(tmp / CHUNKS, chunks)
