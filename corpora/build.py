@@ -215,6 +215,7 @@ def _write_atomically(target: Path, chunks, vectors, index, manifest) -> None:
     """Write into a hidden sibling folder, then swap it in with renames."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.building-"))
+    tmp.chmod(0o755)  # mkdtemp makes it private; a corpus is as readable as the rest of the cache
     old = target.parent / f".{target.name}.old-{os.getpid()}"
     try:
         write_chunks(tmp / CHUNKS, chunks)
@@ -223,7 +224,12 @@ def _write_atomically(target: Path, chunks, vectors, index, manifest) -> None:
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if target.exists():
             os.replace(target, old)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / MANIFEST).exists():
+                raise
+            # another process finished the same build between our two renames: keep theirs
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
