@@ -93,16 +93,20 @@ def cmd_play(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from selfplay.report import write_report
+    from selfplay.analysis.rundata import RunData
+    from selfplay.report import analyze
     from selfplay.summary import print_summary
-    from selfplay.tracking import read_metrics
 
-    run_dir = Path(args.run)
-    rows = read_metrics(run_dir)
-    if not rows:
-        raise UserError(f"{run_dir} has no metrics.jsonl rows")
-    print_summary(run_dir, rows)
-    print(f"report: {write_report(run_dir, rows)}/index.html")
+    pages = analyze(
+        [Path(r) for r in args.runs],
+        Path(args.out) if args.out else None,
+        embeddings=not args.no_embeddings,
+        pngs=not args.no_png,
+    )
+    for run in args.runs:
+        print_summary(Path(run), RunData.open(run).metrics, report=False)
+    for page in pages:
+        print(f"report: {page}")
     return 0
 
 
@@ -166,8 +170,14 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int)
     pl.set_defaults(func=cmd_play)
 
-    an = sub.add_parser("analyze", help="summary table, plots and HTML report of a run")
-    an.add_argument("run")
+    an = sub.add_parser(
+        "analyze", help="analysis pages of runs (difficulty, diversity, games, compute curve)"
+    )
+    an.add_argument("runs", nargs="+", metavar="RUN", help="run folders; two or more: compared")
+    an.add_argument("--out", help="folder of the comparison page (default: next to the first run)")
+    an.add_argument("--no-embeddings", action="store_true",
+                    help="skip the MiniLM embeddings (dispersion, clusters, near-duplicates)")
+    an.add_argument("--no-png", action="store_true", help="only the HTML page, no PNG files")
     an.set_defaults(func=cmd_analyze)
 
     bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")

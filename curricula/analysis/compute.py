@@ -14,10 +14,11 @@ the fitted points is available.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import curve_fit
+from scipy.optimize import OptimizeWarning, curve_fit
 
 
 class ComputeFitError(ValueError):
@@ -109,7 +110,11 @@ def fit_compute_curve(
     lower = [bounds_a[0], 1e-3, float(np.log(fit_c.min())) - 10]
     upper = [bounds_a[1], 20.0, float(np.log(fit_c.max())) + 10]
     try:
-        params, cov = curve_fit(model, fit_c, fit_r, p0=guess, bounds=(lower, upper), maxfev=20000)
+        with warnings.catch_warnings():  # too few points for a covariance: errors become inf
+            warnings.simplefilter("ignore", OptimizeWarning)
+            params, cov = curve_fit(
+                model, fit_c, fit_r, p0=guess, bounds=(lower, upper), maxfev=20000
+            )
     except (RuntimeError, ValueError) as exc:
         raise ComputeFitError(f"compute curve: the fit did not converge ({exc})") from exc
     a, b, log_c_mid = params
