@@ -84,6 +84,20 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_evaluate(args) -> int:
+    from selfplay.evaluate import evaluate, print_rows
+
+    try:
+        ks = tuple(int(k) for k in args.k.split(","))
+    except ValueError as exc:
+        raise UserError(f"--k {args.k!r}: give comma-separated integers, e.g. 1,4,8") from exc
+    _quiet_libraries()
+    rows = evaluate(Path(args.run), args.suite, size=args.size, samples=args.samples, ks=ks,
+                    tool=args.tool, step=args.step, temperature=args.temperature)
+    print_rows(rows)
+    return 0
+
+
 def cmd_play(args) -> int:
     from selfplay.play import play
 
@@ -161,6 +175,20 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("run")
     ev.add_argument("overrides", nargs="*", help="e.g. spiral.eval_games=32")
     ev.set_defaults(func=cmd_eval)
+
+    ho = sub.add_parser(
+        "evaluate", help="held-out suites: greedy, sampled pass@k, with and without the tool"
+    )
+    ho.add_argument("run")
+    ho.add_argument("--suite", required=True,
+                    help="reasoning-gym | rg:<family>[,...] | FILE.jsonl | hf:<dataset>[@split]")
+    ho.add_argument("--size", type=int, default=32, help="problems (at most)")
+    ho.add_argument("--samples", type=int, default=8, help="sampled answers per problem (n)")
+    ho.add_argument("--k", default="1,4,8", help="pass@k for these k (k ≤ samples)")
+    ho.add_argument("--tool", action="store_true", help="also evaluate with the Python tool")
+    ho.add_argument("--step", type=int, help="a saved or archived step (default: the latest)")
+    ho.add_argument("--temperature", type=float, default=1.0)
+    ho.set_defaults(func=cmd_evaluate)
 
     pl = sub.add_parser("play", help="play a game against a model in the terminal")
     pl.add_argument("game", help="a game id, e.g. kuhn_poker or textarena:Nim-v0")

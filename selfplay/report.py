@@ -15,14 +15,23 @@ from selfplay.errors import UserError
 
 
 def write_report(
-    run_dir: Path, rows: list[dict] | None = None, embeddings: bool = True
+    run_dir: Path, rows: list[dict] | None = None, embeddings: bool = False
 ) -> Path | None:
-    """The run's page and PNGs in ``run_dir/report/`` (``rows``: unused, kept for callers that
-    pass the metrics they already read). None when the run has nothing to show yet."""
-    run = RunData.open(run_dir)
-    if not run.metrics and not run.episode_files() and not run.tasks:
+    """The run's page and PNGs in ``run_dir/report/``, written by the runner when a run ends
+    (``rows``: unused, kept for callers that pass the metrics they already read). Without
+    embeddings by default (``selfplay analyze`` adds them). A failure here is a warning, never
+    the end of a finished run. None when there is nothing to show."""
+    try:
+        run = RunData.open(run_dir)
+        if not run.metrics and not run.episode_files() and not run.tasks:
+            return None
+        return write_run_page(run, options=Options(embeddings=embeddings)).parent
+    except Exception as exc:  # the run's results are safe on disk: say so and go on
+        from selfplay.tracking import console
+
+        console.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
+                      f"`selfplay analyze {run_dir}` retries[/]")
         return None
-    return write_run_page(run, options=Options(embeddings=embeddings)).parent
 
 
 def analyze(
