@@ -98,6 +98,23 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_crossplay(args) -> int:
+    from selfplay.crossplay import crossplay
+
+    _quiet_libraries()
+    result, page = crossplay(Path(args.run), games=args.games, tasks=args.tasks,
+                             samples=args.samples, max_snapshots=args.max_snapshots)
+    steps = result["snapshots"]
+    print(f"{result['kind']} cross-play of snapshots at steps {steps} (row vs column):")
+    for step, row in zip(steps, result["matrix"], strict=True):
+        print(f"  step {step:>6}: " + " ".join("   –  " if v is None else f"{v:6.3f}" for v in row))
+    for rating in result.get("ratings", []):
+        print(f"  {rating['snapshot']:>12}: ordinal {rating['ordinal']:7.2f} "
+              f"(mu {rating['mu']:.2f}, sigma {rating['sigma']:.2f})")
+    print(f"page: {page}")
+    return 0
+
+
 def cmd_play(args) -> int:
     from selfplay.play import play
 
@@ -189,6 +206,14 @@ def parser() -> argparse.ArgumentParser:
     ho.add_argument("--step", type=int, help="a saved or archived step (default: the latest)")
     ho.add_argument("--temperature", type=float, default=1.0)
     ho.set_defaults(func=cmd_evaluate)
+
+    cp = sub.add_parser("crossplay", help="a run's snapshots against each other")
+    cp.add_argument("run")
+    cp.add_argument("--games", type=int, default=8, help="games: games per pair of snapshots")
+    cp.add_argument("--tasks", type=int, default=16, help="solver loops: questions per snapshot")
+    cp.add_argument("--samples", type=int, default=4, help="solver loops: answers per question")
+    cp.add_argument("--max-snapshots", type=int, default=8, help="evenly spaced, first and last")
+    cp.set_defaults(func=cmd_crossplay)
 
     pl = sub.add_parser("play", help="play a game against a model in the terminal")
     pl.add_argument("game", help="a game id, e.g. kuhn_poker or textarena:Nim-v0")

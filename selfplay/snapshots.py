@@ -85,8 +85,9 @@ class RunModel:
                         "keep more with checkpoint.archive_every")
 
     def install(self, snapshot: Snapshot, rename: dict[str, str] | None = None) -> None:
-        """Load a snapshot's weights. LoRA: each of the run's adapters goes under
-        ``rename[adapter]`` (default its own name), so several snapshots can sit side by side."""
+        """Load a snapshot's weights. LoRA: every adapter of the run under its own name, or with
+        ``rename`` only the adapters it names, each under its new name (several snapshots then
+        sit side by side in one engine)."""
         rename = rename or {}
         if not self.lora:
             if len(set(rename.values())) > 1:
@@ -100,7 +101,7 @@ class RunModel:
         if not self.lora:
             self.engine.load_weights(None, trainable)
             return
-        for adapter in self.config.adapters():
+        for adapter in list(rename) if rename else self.config.adapters():
             target = rename.get(adapter, adapter)
             if target not in self.engine.adapters:
                 self.engine.add_adapter(target)  # starts at zero: the base model

@@ -96,7 +96,7 @@ def _section_html(section: Section, figures: dict) -> str:
     return "\n".join(parts)
 
 
-def _page(
+def page_html(
     title: str, header: str, sections: list[Section], tasks: dict | None, pngs: list[str]
 ) -> str:
     figures: dict = {}
@@ -132,7 +132,7 @@ def _page(
     )
 
 
-def _write_pngs(plots: list[Plot], out: Path, progress: Progress | None = None) -> list[str]:
+def write_pngs(plots: list[Plot], out: Path, progress: Progress | None = None) -> list[str]:
     for stale in out.glob("*.png"):  # figures of an earlier analysis that has none now
         stale.unlink()
     names = []
@@ -185,7 +185,7 @@ def write_run_page(run: RunData, out: Path | None = None, options: Options | Non
     pngs = []
     if options.pngs:
         with Progress(transient=True) as progress:
-            pngs = _write_pngs([p for s in sections for p in s.plots], out, progress)
+            pngs = write_pngs([p for s in sections for p in s.plots], out, progress)
     lines = overview_lines(run) + [f"⚠ {p}" for p in run.problems]
     header = (
         "".join(f"<p class='note{' problem' if line.startswith('⚠') else ''}'>"
@@ -193,7 +193,7 @@ def write_run_page(run: RunData, out: Path | None = None, options: Options | Non
         + f"<details open><summary>config.yaml</summary><pre>{html.escape(run.config_text)}"
         "</pre></details>"
     )
-    page = _page(run.name, header, sections, task_table(run), pngs)
+    page = page_html(run.name, header, sections, task_table(run), pngs)
     (out / "index.html").write_text(page)
     return out / "index.html"
 
@@ -273,12 +273,12 @@ def write_comparison_page(runs: list[RunData], out: Path, pngs: bool = True) -> 
         "reward last", "zero-variance groups", "tasks", "valid"], comparison_rows(runs)))
     differences = _config_differences(runs)
     summary.tables.append(Table("config keys that differ", ["key", *names], differences))
-    pngs = _write_pngs(section.plots, out) if pngs else []
+    pngs = write_pngs(section.plots, out) if pngs else []
     links = "".join(
         f"<li><a href='{html.escape(str((r.path / 'report' / 'index.html').resolve()))}'>"
         f"{html.escape(r.name)}</a></li>" for r in runs
     )
     header = f"<p class='note'>runs compared (their own pages):</p><ul>{links}</ul>"
-    page = _page("comparison: " + " vs ".join(names), header, [summary, section], None, pngs)
+    page = page_html("comparison: " + " vs ".join(names), header, [summary, section], None, pngs)
     (out / "index.html").write_text(page)
     return out / "index.html"

@@ -106,8 +106,9 @@ class Plot:
         fig, ax = plt.subplots(figsize=(7, 3.6))
         if self.heatmap is not None:
             xs, ys, z = self.heatmap
-            image = ax.imshow(np.asarray(z, dtype=float), aspect="auto", origin="lower",
-                              cmap="viridis")
+            values = np.array([[np.nan if v is None else v for v in row] for row in z],
+                              dtype=float)
+            image = ax.imshow(values, aspect="auto", origin="lower", cmap="viridis")
             ax.set_xticks(range(len(xs)), [str(x) for x in xs], fontsize=7,
                           rotation=90 if len(xs) > 12 else 0)
             ax.set_yticks(range(len(ys)), [str(y) for y in ys], fontsize=7)
