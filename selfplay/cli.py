@@ -93,7 +93,8 @@ def cmd_evaluate(args) -> int:
         raise UserError(f"--k {args.k!r}: give comma-separated integers, e.g. 1,4,8") from exc
     _quiet_libraries()
     rows = evaluate(Path(args.run), args.suite, size=args.size, samples=args.samples, ks=ks,
-                    tool=args.tool, step=args.step, temperature=args.temperature)
+                    tool=args.tool, step=args.step, temperature=args.temperature,
+                    judge=Path(args.judge) if args.judge else None)
     print_rows(rows)
     return 0
 
@@ -205,6 +206,9 @@ def parser() -> argparse.ArgumentParser:
     ho.add_argument("--tool", action="store_true", help="also evaluate with the Python tool")
     ho.add_argument("--step", type=int, help="a saved or archived step (default: the latest)")
     ho.add_argument("--temperature", type=float, default=1.0)
+    ho.add_argument("--judge", metavar="CALIBRATION.jsonl",
+                    help="also judge the greedy answers with the model, bias-corrected with this "
+                    "labelled set (question, reference, response, label)")
     ho.set_defaults(func=cmd_evaluate)
 
     cp = sub.add_parser("crossplay", help="a run's snapshots against each other")

@@ -217,13 +217,17 @@ def evaluate(
     step: int | None = None,
     temperature: float = 1.0,
     overrides: list[str] | None = None,
+    judge: Path | None = None,
 ) -> list[dict]:
     """Evaluate the run's weights at ``step`` (default latest) on ``suite``; returns the rows
-    written to ``RUN/evaluations.jsonl``."""
+    written to ``RUN/evaluations.jsonl``. With ``judge`` (a labelled calibration JSONL), the
+    model also judges its own greedy answers and the bias-corrected accuracy is reported."""
+    from selfplay.judge import load_calibration
     from selfplay.snapshots import RunModel, load_run_config
 
     config = load_run_config(run_dir, overrides)
     problems = load_suite(suite, config, size)  # a bad suite fails before any model loads
+    calibration = load_calibration(judge) if judge is not None else None
     ks = tuple(k for k in ks if k <= samples)
     model = RunModel(run_dir, overrides)
     snapshot = model.snapshot(step)
@@ -256,12 +260,32 @@ def evaluate(
                     records.append({"setting": row["setting"], "family": problem.family,
                                     "question": problem.question, "gold": problem.answer,
                                     "answers": answers})
+                if calibration is not None and name == "greedy" and tool_mode is None:
+                    rows.append(judged_row(model, adapter, calibration, problems, outputs, row))
     finally:
         if sandbox is not None:
             sandbox.close()
         model.close()
     _write(run_dir, suite, snapshot.step, rows, records)
     return rows
+
+
+def judged_row(model, adapter: str, calibration: list[dict], problems: list[Problem],
+               outputs: list[list[dict]], greedy: dict) -> dict:
+    """The model as judge of its greedy answers, corrected with the calibration set; the
+    verifier's accuracy on the same answers stands next to it for comparison."""
+    from selfplay.judge import corrected, verdicts
+
+    calibration_verdicts = verdicts(model.policy, adapter, [
+        (str(r["question"]), str(r["reference"]), str(r["response"])) for r in calibration])
+    test_verdicts = verdicts(model.policy, adapter, [
+        (p.question, p.answer, o[0]["text"]) for p, o in zip(problems, outputs, strict=True)])
+    estimate = corrected(calibration, calibration_verdicts, test_verdicts)
+    return {**{k: greedy[k] for k in ("suite", "step", "problems", "time")},
+            "setting": "greedy, judged", "samples": 1, "accuracy": estimate.theta,
+            "judge/raw": estimate.p_hat, "judge/q0": estimate.q0, "judge/q1": estimate.q1,
+            "judge/low": estimate.low, "judge/high": estimate.high,
+            "judge/verifier_accuracy": greedy["accuracy"], "tool_calls": 0.0}
 
 
 def summarize(suite: str, step: int, name: str, tool: bool, problems: list[Problem],
@@ -312,3 +336,10 @@ def print_rows(rows: list[dict]) -> None:
                       *[f"{row[k]:.3f}" if k in row else "–" for k in keys],
                       f"{row['tool_calls']:.2f}")
     console.print(table)
+    for row in rows:
+        if "judge/raw" in row:
+            console.print(
+                f"judge (bias-corrected): raw {row['judge/raw']:.3f} → {row['accuracy']:.3f} "
+                f"[{row['judge/low']:.3f}, {row['judge/high']:.3f}] (95%, delta method; "
+                f"q0 {row['judge/q0']:.3f}, q1 {row['judge/q1']:.3f}); verifier on the same "
+                f"answers: {row['judge/verifier_accuracy']:.3f}")

@@ -96,6 +96,31 @@ def test_evaluate_a_tiny_run_at_archived_steps(tmp_path):
     assert len(records) == 12 and {len(r["answers"]) for r in records} == {1, 4}
     assert len((run_dir / "evaluations.jsonl").read_text().splitlines()) == 4
     assert main(["evaluate", str(run_dir), "--suite", "rg:gcd", "--step", "7"]) == 2
+    # the tiny random model as judge never says \boxed{yes}: q1 = 0, refused in one line
+    calibration = tmp_path / "calibration.jsonl"
+    calibration.write_text("".join(json.dumps(
+        {"question": "2+2?", "reference": "4", "response": f"\\boxed{{{r}}}", "label": r == 4})
+        + "\n" for r in (4, 5, 4, 3)))
+    with pytest.raises(UserError, match="no better than chance"):
+        evaluate(run_dir, "rg:gcd", size=2, samples=2, ks=(1,), judge=calibration)
+
+
+def test_judge_prompt_verdicts_and_correction():
+    from roles import load_role
+    from selfplay.judge import corrected, parse_verdict
+
+    messages = load_role("judge").render(question="q?", reference="4", response="it is 4")
+    assert "Reference answer:\n4" in messages[-1]["content"] and messages[0]["role"] == "system"
+    assert parse_verdict("The answer matches. \\boxed{yes}") is True
+    assert parse_verdict("\\boxed{No}") is False
+    assert parse_verdict("Yes.") is True and parse_verdict("maybe") is False
+    calibration = [{"label": True}] * 4 + [{"label": False}] * 4
+    # judge: 3 of 4 right ones accepted (q1 .75), 3 of 4 wrong ones rejected (q0 .75)
+    said = [True, True, True, False, False, False, False, True]
+    estimate = corrected(calibration, said, [True] * 6 + [False] * 4)  # p̂ = 0.6
+    assert estimate.theta == pytest.approx((0.6 + 0.75 - 1) / 0.5)
+    with pytest.raises(UserError, match="no better than chance"):
+        corrected(calibration, [True, False] * 4, [True, False])
 
 
 def test_cli_bad_suite_and_offline_hub_are_one_line(tmp_path, capsys):
