@@ -7,11 +7,104 @@ rarely box). Nothing else is guessed: a response without either has no answer.
 
 from __future__ import annotations
 
+import atexit
+import json
 import re
-from collections import Counter
+import select
+import subprocess
+import sys
+import threading
+from collections import Counter, OrderedDict
+from pathlib import Path
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*(?:/\d+)?")
+
+
+DEFAULT_VERIFY_TIMEOUT_S = 5.0
+_WORKER_START_TIMEOUT_S = 120.0  # importing sympy in a fresh process, on a busy machine
+_WORKER = Path(__file__).with_name("_verify_worker.py")
+
+
+class MathVerifier:
+    """Math-Verify equivalence with a per-call deadline that works from any thread.
+
+    One persistent worker process (``curricula/_verify_worker.py``, started as a script, so it
+    never re-imports the parent's program) does the checking; calls are serialised by a lock
+    and cached. When a call misses its deadline the worker is killed (sympy can loop for minutes
+    on a tower of exponents) and a new one starts on the next call.
+    """
+
+    def __init__(self, cache_size: int = 65536) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+        self._cache: OrderedDict[tuple[str, str], bool] = OrderedDict()
+        self._cache_size = cache_size
+        self.timeouts = 0  # calls that missed their deadline (a health figure)
+
+    def equal(self, predicted: str, gold: str, timeout_s: float) -> bool:
+        key = (predicted, gold)
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+            process = self._ensure_started()
+            process.stdin.write(json.dumps([gold, predicted]) + "\n")
+            process.stdin.flush()
+            reply = _read_line(process, timeout_s)
+            if reply is None:
+                self.timeouts += 1
+                self._stop()
+            result = reply == "true"
+            self._cache[key] = result
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+            return result
+
+    def _ensure_started(self) -> subprocess.Popen:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        self._stop()
+        process = subprocess.Popen(
+            [sys.executable, str(_WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        if _read_line(process, _WORKER_START_TIMEOUT_S) != "ready":
+            process.kill()
+            raise RuntimeError("the math-verify worker process did not start")
+        self._process = process
+        return process
+
+    def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.wait(5)
+            for stream in (process.stdin, process.stdout):
+                stream.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+
+def _read_line(process: subprocess.Popen, timeout_s: float) -> str | None:
+    """The worker's next line, or None when none arrives within ``timeout_s`` (or it died).
+
+    Request and reply alternate strictly, so the reader's buffer never holds a line ahead and
+    ``select`` on the pipe tells the truth."""
+    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+    if not ready:
+        return None
+    line = process.stdout.readline()
+    return line.strip() or None
+
+
+VERIFIER = MathVerifier()
+atexit.register(VERIFIER.close)
 
 
 def last_boxed(text: str) -> str | None:
@@ -39,18 +132,26 @@ def extract_answer(text: str, lenient: bool = False) -> tuple[str | None, bool]:
     return None, False
 
 
-def answers_equal(predicted: str | None, gold: str) -> bool:
-    """Exact match after normalising whitespace, else Math-Verify equivalence."""
+def _normalised(text: str) -> str:
+    return " ".join(str(text).split()).lower()
+
+
+def answers_equal(
+    predicted: str | None, gold: str, timeout_s: float = DEFAULT_VERIFY_TIMEOUT_S
+) -> bool:
+    """Exact match after normalising whitespace, else Math-Verify equivalence within
+    ``timeout_s`` seconds (a verification that runs longer counts as *not equal*).
+
+    Safe on any thread: Math-Verify's own timeouts use ``signal.alarm``, which only works on the
+    main thread, and async rollouts grade on a producer thread. So the check runs in a small
+    persistent worker process with those timeouts off, and the caller waits with a deadline
+    (``MathVerifier``); a worker stuck in sympy is killed and replaced.
+    """
     if predicted is None:
         return False
-    if " ".join(predicted.split()).lower() == " ".join(str(gold).split()).lower():
+    if _normalised(predicted) == _normalised(gold):
         return True
-    try:
-        from math_verify import parse, verify
-
-        return bool(verify(parse(f"${gold}$"), parse(f"${predicted}$")))
-    except Exception:  # math-verify raises on unparsable input: not equal
-        return False
+    return VERIFIER.equal(str(predicted), str(gold), timeout_s)
 
 
 def majority_vote(answers: list[str | None]) -> tuple[str | None, float]:

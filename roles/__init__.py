@@ -2,7 +2,10 @@
 
 A role file holds ``system`` text (optional), a ``user`` template (Jinja2: ``{{ question }}``;
 braces such as ``\\boxed{}`` stay literal), and ``answer_format`` (documentation for readers and
-analysis scripts). Add a role by adding a file; name it in an experiment's ``roles:`` section.
+analysis scripts), and an optional ``prefill``: the start of the assistant's reply (a template
+too), which the model continues (``Loop.request`` appends it after the chat template's
+generation prompt; parse the reply as prefill + completion). Add a role by adding a file; name
+it in an experiment's ``roles:`` section.
 """
 
 from __future__ import annotations
@@ -29,6 +32,16 @@ class RolePrompt:
     system: str | None = None
     answer_format: str = "boxed"
     description: str = ""
+    prefill: str = ""  # the start of the assistant's reply, continued by the model
+
+    def render_prefill(self, **fields: object) -> str:
+        """The reply's opening text with ``fields`` filled in ("" when the role has none)."""
+        if not self.prefill:
+            return ""
+        try:
+            return _ENV.from_string(self.prefill).render(**fields)
+        except jinja2.UndefinedError as exc:
+            raise RolePromptError(f"role prompt {self.name!r}: {exc.message}") from exc
 
     def render(self, **fields: object) -> list[dict[str, str]]:
         """Chat messages for this role with ``fields`` filled into the templates."""
@@ -65,13 +78,14 @@ def load_role(name_or_path: str) -> RolePrompt:
         raise RolePromptError(f"{path}: malformed YAML: {exc}") from exc
     if not isinstance(data, dict) or "user" not in data:
         raise RolePromptError(f"{path}: a role prompt needs a `user` template")
-    unknown = set(data) - {"name", "user", "system", "answer_format", "description"}
+    unknown = set(data) - {"name", "user", "system", "answer_format", "description", "prefill"}
     if unknown:
         raise RolePromptError(f"{path}: unknown key {sorted(unknown)[0]!r}")
     try:
         _ENV.parse(data["user"])
-        if data.get("system"):
-            _ENV.parse(data["system"])
+        for key in ("system", "prefill"):
+            if data.get(key):
+                _ENV.parse(data[key])
     except jinja2.TemplateSyntaxError as exc:
         raise RolePromptError(f"{path}: template error line {exc.lineno}: {exc.message}") from exc
     return RolePrompt(
@@ -80,4 +94,5 @@ def load_role(name_or_path: str) -> RolePrompt:
         system=data.get("system"),
         answer_format=data.get("answer_format", "boxed"),
         description=data.get("description", ""),
+        prefill=data.get("prefill") or "",
     )

@@ -7,6 +7,7 @@ policy. It never calls a model directly: it awaits ``policy(request)``.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 from roles import RolePrompt, load_role
@@ -29,6 +30,12 @@ class Loop:
             role: load_role(spec.prompt) for role, spec in config.roles.items()
         }
         self.baseline = RAEBaseline(config.advantage.rae_alpha, config.advantage.rae_order)
+        self.run_dir: Path | None = None
+
+    def bind_run(self, run_dir: Path) -> None:
+        """The run folder (the runner calls this before the first step): loops that write
+        ``tasks.jsonl`` or task pools write them there."""
+        self.run_dir = run_dir
 
     def require_roles(self, *roles: str) -> None:
         """Fail in one line when the experiment lacks a role this loop plays."""
@@ -38,15 +45,37 @@ class Loop:
 
     # ---------------------------------------------------------------- requests
     def request(
-        self, role: str, greedy: bool = False, stop: tuple[str, ...] = (), **fields: Any
+        self,
+        role: str,
+        greedy: bool = False,
+        stop: tuple[str, ...] = (),
+        tokenizer=None,
+        **fields: Any,
     ) -> Request:
-        spec = self.config.roles[role]
+        """A request for ``role``'s prompt with ``fields`` filled in.
+
+        A role with a ``prefill`` gets ready prompt ids: the chat template with its generation
+        prompt, then the prefill text, so the model continues the reply (``tokenizer``, e.g.
+        ``policy.engine.tokenizer``, is needed then). Parse its reply with ``reply_text``."""
+        spec, prompt = self.config.roles[role], self.prompts[role]
+        messages = prompt.render(**fields)
+        sampling = self.sampling(role, greedy, stop)
+        prefill = prompt.render_prefill(**fields)
+        if not prefill:
+            return Request(
+                role=role, messages=messages, adapter=spec.adapter_name(role), sampling=sampling
+            )
+        if tokenizer is None:
+            raise ValueError(f"role {role!r} has a prefill: Loop.request needs the tokenizer")
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        prompt_ids = tokenizer(text + prefill, add_special_tokens=False).input_ids
         return Request(
-            role=role,
-            messages=self.prompts[role].render(**fields),
-            adapter=spec.adapter_name(role),
-            sampling=self.sampling(role, greedy, stop),
+            role=role, prompt_ids=prompt_ids, adapter=spec.adapter_name(role), sampling=sampling
         )
+
+    def reply_text(self, role: str, completion_text: str, **fields: Any) -> str:
+        """The whole reply of ``role``: its prefill (if any) followed by the completion."""
+        return self.prompts[role].render_prefill(**fields) + completion_text
 
     def sampling(
         self, role: str, greedy: bool = False, stop: tuple[str, ...] = ()
