@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
 
+MIN_POINTS = 4  # three free parameters and at least one degree of freedom
+
 
 class ComputeFitError(ValueError):
     """Too few points, or a fit that did not converge."""
@@ -93,10 +95,11 @@ def fit_compute_curve(
         r0 = float(r[0])
     positive = c > 0
     c, r = c[positive], r[positive]
-    cut = max(3, int(round(fit_fraction * len(c))))
-    if len(c) < 3 or cut > len(c):
+    cut = max(MIN_POINTS, int(round(fit_fraction * len(c))))
+    if cut > len(c):
         raise ComputeFitError(
-            f"compute curve: {len(c)} points with compute > 0; the fit needs at least 3"
+            f"compute curve: {len(c)} points with compute > 0 (fitting {fit_fraction:.0%} of "
+            f"them); three parameters need at least {MIN_POINTS} fitted points"
         )
     fit_c, fit_r = c[:cut], r[:cut]
 
@@ -119,6 +122,11 @@ def fit_compute_curve(
         raise ComputeFitError(f"compute curve: the fit did not converge ({exc})") from exc
     a, b, log_c_mid = params
     errors = np.sqrt(np.clip(np.diag(cov), 0, np.inf)) if np.all(np.isfinite(cov)) else [np.inf] * 3
+    if not np.all(np.isfinite(errors)):
+        raise ComputeFitError(
+            f"compute curve: the {cut} fitted points do not determine A, B and C_mid "
+            "(infinite standard errors); evaluate more often"
+        )
     c_mid = float(np.exp(log_c_mid))
     fit = ComputeFit(
         r0=float(r0),
