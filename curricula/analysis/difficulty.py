@@ -101,15 +101,16 @@ def band_share(p_hats: Iterable[float], low: float, high: float) -> float | None
 
 # Where a loop's difficulty target lives in its config section, and the paper defaults.
 DEFAULT_TARGETS = {"agent0": (0.3, 0.8), "spice": (0.5, 0.5)}
-_LOW_KEYS = ("band_low", "p_low", "low", "min_p_hat", "lo")
-_HIGH_KEYS = ("band_high", "p_high", "high", "max_p_hat", "hi")
+_LOW_KEYS = ("band_lo", "band_low", "p_low", "low", "min_p_hat", "lo")
+_HIGH_KEYS = ("band_hi", "band_high", "p_high", "high", "max_p_hat", "hi")
 
 
 def target_band(config: dict) -> tuple[float, float, str] | None:
     """(low, high, where it came from): the p̂ band the run's curriculum aims at.
 
-    Looked up in the loop's config section (a ``band: [lo, hi]`` list, ``band_low``/``band_high``
-    style keys, or a ``target`` scalar, at any depth), else the paper's default for the loop
+    Looked up in the loop's config section (a ``band: [lo, hi]`` list; Agent0's ``band: paper``
+    with ``band_delta`` or ``band: code`` with ``band_lo``/``band_hi``; ``p_low``/``p_high``
+    style keys; or a ``target`` scalar, at any depth), else the paper's default for the loop
     (Agent0 keeps 0.3 ≤ p̂ ≤ 0.8; SPICE's variance reward peaks at p̂ = ½); None otherwise.
     """
     loop = config.get("loop")
@@ -128,6 +129,8 @@ def _search_band(node) -> tuple[float, float] | None:
     band = node.get("band")
     if isinstance(band, list | tuple) and len(band) == 2:
         return float(band[0]), float(band[1])
+    if band == "paper" and isinstance(node.get("band_delta"), int | float):  # Agent0 paper
+        return 0.5 - node["band_delta"], 0.5 + node["band_delta"]
     low = next((node[k] for k in _LOW_KEYS if isinstance(node.get(k), int | float)), None)
     high = next((node[k] for k in _HIGH_KEYS if isinstance(node.get(k), int | float)), None)
     if low is not None and high is not None:

@@ -53,17 +53,6 @@ def self_bleu(texts: list[str], limit: int = 200, seed: int = 0) -> float | None
     )
 
 
-def bleu_distance_matrix(texts: list[str]) -> np.ndarray:
-    """1 − BLEU between every pair, symmetrised (mean of both directions); zero diagonal."""
-    n = len(texts)
-    dist = np.zeros((n, n))
-    for i in range(n):
-        for j in range(i + 1, n):
-            score = (sentence_bleu(texts[i], [texts[j]]) + sentence_bleu(texts[j], [texts[i]])) / 2
-            dist[i, j] = dist[j, i] = 1.0 - score
-    return dist
-
-
 def clusters_from_distances(dist: np.ndarray, threshold: float) -> list[int]:
     """Agglomerative clustering, average linkage, cut at ``threshold`` (labels from 1)."""
     n = len(dist)
@@ -76,12 +65,11 @@ def clusters_from_distances(dist: np.ndarray, threshold: float) -> list[int]:
 
 
 def bleu_clusters(texts: list[str], threshold: float = 0.5) -> list[int]:
-    """Agent0's repetition clusters: distance 1 − BLEU, average linkage, threshold 0.5.
+    """Agent0's repetition clusters (distance 1 − BLEU, average linkage, threshold 0.5): the
+    one implementation in ``curricula.rewards``, so analysis counts what the reward penalised."""
+    from curricula.rewards import bleu_clusters as reward_clusters
 
-    Kept here until ``curricula.rewards.bleu_clusters`` (branch agent0) is merged; then that one
-    copy should be used instead.
-    """
-    return clusters_from_distances(bleu_distance_matrix(texts), threshold)
+    return reward_clusters(texts, threshold)
 
 
 def embedding_dispersion(vectors: np.ndarray) -> float | None:
