@@ -142,9 +142,26 @@ def cmd_analyze(args) -> int:
     return 0
 
 
+def cmd_corpus(args) -> int:
+    from selfplay import corpus_cli
+
+    _quiet_libraries()
+    return corpus_cli.run(args)
+
+
 def cmd_bench(args) -> int:
     _quiet_libraries()
-    if args.what == "engine":
+    if args.what == "corpus":
+        from selfplay.bench.corpus import bench_corpus
+
+        bench_corpus(
+            vectors=args.vectors,
+            queries=args.queries,
+            texts=args.texts,
+            batch_size=args.embed_batch,
+            indexes=args.indexes,
+        )
+    elif args.what == "engine":
         from selfplay.bench.engine import bench_engine
 
         bench_engine(
@@ -237,8 +254,12 @@ def parser() -> argparse.ArgumentParser:
     an.add_argument("--no-png", action="store_true", help="only the HTML page, no PNG files")
     an.set_defaults(func=cmd_analyze)
 
+    from selfplay.corpus_cli import add_parser as add_corpus_parser
+
+    add_corpus_parser(sub).set_defaults(func=cmd_corpus)
+
     bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")
-    bench.add_argument("what", choices=["engine", "learner", "sandbox", "step"])
+    bench.add_argument("what", choices=["engine", "learner", "sandbox", "step", "corpus"])
     bench.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     bench.add_argument("--model", default="embedded")
     bench.add_argument("--prompts", type=int, default=32)
@@ -249,6 +270,13 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
     bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
     bench.add_argument("--staleness", type=int, default=1, help="step: async max staleness")
+    bench.add_argument("--vectors", type=int, default=1_000_000, help="corpus: index size")
+    bench.add_argument("--queries", type=int, default=200, help="corpus: timed searches")
+    bench.add_argument("--texts", type=int, default=256, help="corpus: chunks to embed")
+    bench.add_argument("--embed-batch", type=int, help="corpus: batch size (default: settings)")
+    bench.add_argument(
+        "--indexes", default="ivf,hnsw", help="corpus: approximate indexes to time (ivf,hnsw)"
+    )
     bench.add_argument("overrides", nargs="*", help="step: key=value overrides of the experiment")
     bench.set_defaults(func=cmd_bench)
     return top

@@ -230,6 +230,77 @@ class Agent0Config(Strict):
         return self
 
 
+class SpiceContaminationConfig(Strict):
+    """Generated questions that nearly copy an evaluation item are dropped (and counted).
+
+    The items are the held-out reasoning-gym questions of ``spice.eval_reasoning`` plus the
+    ``question`` field of every row of the JSONL files in ``eval_files``."""
+
+    enabled: bool = True
+    threshold: float = Field(0.9, gt=0, le=1)  # cosine similarity (MiniLM) that counts as a copy
+    eval_files: list[str] = []  # local JSONL files of {"question": ..., "answer": ...} rows
+
+
+class SpiceConfig(Strict):
+    """SPICE (REFERENCE §4): a challenger grounded in corpus chunks vs a reasoner without them."""
+
+    corpus: str | None = None  # None: corpora.DEFAULT_CORPUS (built on first use)
+    corpus_cache: str | None = None  # None: the corpora package's cache folder
+    grounded: bool = True  # false: no document in the challenger's prompt ("no corpus" ablation)
+    chunk_max_tokens: int = Field(5992, ge=16)  # the chunk is cut to this many tokens in the prompt
+    documents_per_step: int = Field(4, ge=1)
+    attempts_per_document: int = Field(4, ge=1)  # challenger samples per document per round
+    max_rounds: int = Field(1, ge=1)  # more rounds only for documents still without a valid one
+    formats: Literal["mc", "free", "both"] = "both"  # "both": attempts alternate mc / free-form
+    reasoner_samples: int = Field(8, ge=2)  # K = G
+    invalid_reward: float = -0.1  # ρ; negative ρ has caused collapse elsewhere (docs/spice.md)
+    challenger_reward: str = "variance"  # variance | uncertainty | learnability | threshold | m:f
+    sampler: Literal["uniform", "near_half"] = "uniform"
+    near_half_prior: float = Field(0.5, ge=0, le=1)  # closeness to p̂ = ½ assumed for unseen docs
+    near_half_floor: float = Field(0.05, gt=0)  # every document keeps some chance
+    challenger_max_tokens: int | None = Field(None, ge=8)  # None: sampling.max_new_tokens
+    reasoner_max_tokens: int | None = Field(None, ge=1)
+    lenient: bool = True  # reasoner answers without \boxed{}: the last number / option letter
+    verify_timeout_s: float = Field(2.0, gt=0)  # math-verify per comparison
+    contamination: SpiceContaminationConfig = SpiceContaminationConfig()
+    eval_every: int = Field(0, ge=0)  # 0: only before and after training
+    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (greedy accuracy)
+    eval_reasoning_size: int = Field(32, ge=0)
+
+
+class CorpusSettings(Strict):
+    """How `selfplay corpus build` turns documents into a searchable corpus (docs/corpora.md).
+
+    Chunk sizes are in tokens of ``tokenizer`` (the policy's tokenizer by default, because the
+    challenger reads the chunk); SPICE's chunks are up to 5,992 tokens (REFERENCE §4)."""
+
+    chunk_tokens: int = Field(256, ge=16, le=5992)
+    overlap_tokens: int = Field(32, ge=0)
+    tokenizer: str = "embedded"  # a model spec (see selfplay.models) or "embedding"
+    embedding_model: str = "minilm"  # the offline MiniLM package, or a local model folder
+    batch_size: int = Field(32, ge=1)  # chunks per embedding batch
+    # near-duplicates: cosine of the chunk embeddings at or above this is one chunk (1.0: off)
+    dedup_threshold: float = Field(0.95, gt=0, le=1)
+    text_field: str = "text"  # the column holding the text in jsonl / parquet / datasets
+    index: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
+    exact_max_chunks: int = Field(100_000, ge=1)  # auto: exact search up to this many chunks
+    approximate: Literal["ivf", "hnsw"] = "ivf"  # auto: the index past exact_max_chunks
+    ivf_nlist: int = Field(0, ge=0)  # 0: 4·√n lists
+    ivf_nprobe: int = Field(64, ge=1)
+    hnsw_m: int = Field(32, ge=4)
+    hnsw_ef_construction: int = Field(80, ge=8)
+    hnsw_ef_search: int = Field(128, ge=1)
+
+    @model_validator(mode="after")
+    def _overlap_below_chunk(self) -> CorpusSettings:
+        if self.overlap_tokens >= self.chunk_tokens:
+            raise ValueError(
+                f"overlap_tokens ({self.overlap_tokens}) must be below chunk_tokens "
+                f"({self.chunk_tokens})"
+            )
+        return self
+
+
 class ExperimentConfig(Strict):
     name: str
     description: str = ""
@@ -249,6 +320,7 @@ class ExperimentConfig(Strict):
     rlvr: RlvrConfig | None = None
     spiral: SpiralConfig | None = None
     agent0: Agent0Config | None = None
+    spice: SpiceConfig | None = None
 
     @model_validator(mode="after")
     def _loop_section_present(self) -> ExperimentConfig:

@@ -193,6 +193,7 @@ def learn(world: World, rollout: Rollout, training=contextlib.nullcontext) -> di
     ``training()`` wraps the learner's computation (async rollouts lend its CPU cores to
     generation outside it)."""
     world.logger.write_episodes(rollout.step, rollout.episodes)  # on disk before training
+    world.logger.write_tasks(world.loop.task_rows(rollout.step, rollout.episodes))
     samples = world.loop.samples(rollout.episodes)
     kept = drop_zero_advantage(samples)
     staleness = [world.learner.version - s.turn.policy_version for s in samples]

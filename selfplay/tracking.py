@@ -32,6 +32,7 @@ class RunLogger:
         self.run_dir = run_dir
         self.metrics_path = run_dir / "metrics.jsonl"
         self.episodes_dir = run_dir / "episodes"
+        self.tasks_path = run_dir / "tasks.jsonl"
         self.episodes_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
         self.wandb = None
@@ -46,6 +47,10 @@ class RunLogger:
             rows = [line for line in self.metrics_path.read_text().splitlines() if line.strip()]
             keep = [r for r in rows if _row_step(r) < next_step]
             self.metrics_path.write_text("".join(r + "\n" for r in keep))
+        if self.tasks_path.exists():  # generated tasks of redone steps are written again
+            rows = [line for line in self.tasks_path.read_text().splitlines() if line.strip()]
+            keep = [r for r in rows if _row_step(r) < next_step]
+            self.tasks_path.write_text("".join(r + "\n" for r in keep))
         interrupted = self.episodes_dir / "interrupted"
         for path in self.episodes_dir.glob("step-*.jsonl"):
             if int(path.stem.split("-")[1]) >= next_step:
@@ -64,6 +69,15 @@ class RunLogger:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
         return path
+
+    def write_tasks(self, rows: list[dict]) -> None:
+        """Append generated tasks to ``tasks.jsonl`` (schema: docs/run-folder.md)."""
+        if not rows:
+            return
+        with self.tasks_path.open("a") as handle:
+            handle.write("".join(json.dumps(row) + "\n" for row in rows))
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         row = {"step": step, "time": time.time(), **metrics}

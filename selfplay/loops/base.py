@@ -146,6 +146,10 @@ class Loop:
             metrics["rollout/turns"] = float(len(turns))
         return metrics
 
+    def task_rows(self, step: int, episodes: list[Episode]) -> list[dict]:
+        """Rows for the run's ``tasks.jsonl`` (docs/run-folder.md); loops that generate tasks."""
+        return []
+
     def after_update(self, step: int, learner, engine) -> None:
         """Called after each learner step and weight sync (opponent pools snapshot here)."""
 

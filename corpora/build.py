@@ -1,0 +1,223 @@
+"""``build_corpus``: sources → clean documents → token chunks → dedup → embeddings → FAISS.
+
+Deduplication runs twice: identical chunks (same text after lower-casing and collapsing
+whitespace) before embedding, so they cost nothing; near-identical chunks (cosine of their
+embeddings ≥ ``dedup_threshold``, 0.95 by default) after, keeping the first in source order.
+Embeddings are cached by chunk id (a hash of the text) in the previous build of the same corpus:
+a rebuild embeds only chunks whose text is new. Everything is written to a hidden folder beside
+the corpus and renamed into place at the end, so an interrupted build never leaves half an index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from corpora.chunking import chunk_text
+from corpora.corpus import (
+    CHUNKS,
+    FORMAT_VERSION,
+    INDEX,
+    MANIFEST,
+    VECTORS,
+    Chunk,
+    check_name,
+    corpora_dir,
+    read_chunks,
+    shared_embedder,
+    write_chunks,
+)
+from corpora.embedding import Embedder, resolve_embedding_model
+from corpora.index import build_index, choose_kind, index_params, save_index
+from corpora.sources import Document, read_sources
+from selfplay.config import CorpusSettings
+from selfplay.errors import UserError
+
+NEAR_DUPLICATE_NEIGHBOURS = 8  # neighbours examined per chunk for near-duplicates
+
+
+def corpus_settings(**values) -> CorpusSettings:
+    """CorpusSettings from keyword values (None = default), bad values as one-line UserErrors."""
+    try:
+        return CorpusSettings(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "corpus settings"
+        raise UserError(f"corpus setting {where}: {error['msg']}") from None
+
+
+def chunk_id(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+
+
+def build_corpus(
+    name: str,
+    sources: list[str],
+    settings: CorpusSettings | None = None,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+    embedder: Embedder | None = None,
+) -> Path:
+    """Build (or rebuild) corpus ``name`` from ``sources``; returns its folder."""
+    started = time.perf_counter()
+    settings = settings or CorpusSettings()
+    target = corpora_dir(cache_dir) / check_name(name)
+    resolve_embedding_model(settings.embedding_model)  # an unknown model fails before any work
+    documents = read_sources(list(sources), settings.text_field)
+    embedder = embedder or shared_embedder(settings.embedding_model, settings.batch_size)
+    tokenizer = _chunking_tokenizer(settings.tokenizer, embedder)
+
+    chunks = chunk_documents(documents, tokenizer, settings)
+    n_chunked = len(chunks)
+    chunks = drop_exact_duplicates(chunks)
+    n_exact = n_chunked - len(chunks)
+    if len(chunks) < settings.batch_size:
+        raise UserError(
+            f"corpus {name!r} has {len(chunks)} chunks, fewer than one embedding batch "
+            f"({settings.batch_size}): add documents or lower --batch-size"
+        )
+
+    vectors, n_embedded = embed_with_cache(chunks, embedder, target, progress)
+    params = index_params(choose_kind(len(chunks), settings), len(chunks), settings)
+    index = build_index(vectors, params)
+    keep = near_duplicate_keep_mask(index, vectors, settings.dedup_threshold)
+    if not keep.all():
+        chunks = [c for c, k in zip(chunks, keep, strict=True) if k]
+        vectors = vectors[keep]
+        params = index_params(choose_kind(len(chunks), settings), len(chunks), settings)
+        index = build_index(vectors, params)
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "sources": list(sources),
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "build_seconds": round(time.perf_counter() - started, 2),
+        "embedding_model": embedder.identity,
+        "embedding_method": embedder.method,
+        "dim": embedder.dim,
+        "index": params,
+        "counts": {
+            "documents": len(documents),
+            "chunks_before_dedup": n_chunked,
+            "exact_duplicates": n_exact,
+            "near_duplicates": int((~keep).sum()),
+            "chunks": len(chunks),
+            "tokens": sum(c.n_tokens for c in chunks),
+            "embedded": n_embedded,
+            "reused_embeddings": len(keep) - n_embedded,
+        },
+        "settings": settings.model_dump(),
+    }
+    _write_atomically(target, chunks, vectors, index, manifest)
+    return target
+
+
+def _chunking_tokenizer(spec: str, embedder: Embedder):
+    if spec == "embedding":
+        return embedder.tokenizer
+    from selfplay.models import load_tokenizer, resolve_model_path
+
+    tokenizer = load_tokenizer(resolve_model_path(spec))
+    if not getattr(tokenizer, "is_fast", False):
+        raise UserError(f"tokenizer of {spec} is not a fast tokenizer (chunking needs offsets)")
+    return tokenizer
+
+
+def chunk_documents(documents: list[Document], tokenizer, settings: CorpusSettings) -> list[Chunk]:
+    chunks = []
+    for doc in documents:
+        for span in chunk_text(doc.text, tokenizer, settings.chunk_tokens, settings.overlap_tokens):
+            if span.text:
+                chunks.append(Chunk(chunk_id(span.text), span.text, doc.source, span.n_tokens))
+    return chunks
+
+
+def _identity_key(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def drop_exact_duplicates(chunks: list[Chunk]) -> list[Chunk]:
+    """The first chunk of each text (compared lower-cased, whitespace collapsed)."""
+    seen: set[str] = set()
+    kept = []
+    for chunk in chunks:
+        key = _identity_key(chunk.text)
+        if key not in seen:
+            seen.add(key)
+            kept.append(chunk)
+    return kept
+
+
+def near_duplicate_keep_mask(index, vectors: np.ndarray, threshold: float) -> np.ndarray:
+    """False for every chunk whose cosine with an earlier kept chunk is ≥ ``threshold``.
+
+    Neighbours come from the corpus's own FAISS index (exact for small corpora), the
+    ``NEAR_DUPLICATE_NEIGHBOURS`` nearest per chunk."""
+    n = len(vectors)
+    keep = np.ones(n, dtype=bool)
+    if threshold >= 1.0 or n < 2:
+        return keep
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    scores, ids = index.search(vectors, min(n, NEAR_DUPLICATE_NEIGHBOURS + 1))
+    for i in range(n):
+        if not keep[i]:
+            continue
+        for score, j in zip(scores[i], ids[i], strict=True):
+            if j > i and score >= threshold:
+                keep[j] = False
+    return keep
+
+
+def embed_with_cache(
+    chunks: list[Chunk], embedder: Embedder, target: Path, progress: bool
+) -> tuple[np.ndarray, int]:
+    """Vectors for ``chunks``: reused from the previous build when its model and the chunk's
+    text are the same, embedded otherwise. Returns (vectors, how many were embedded now)."""
+    cached = _previous_vectors(target, embedder)
+    missing = [c for c in chunks if c.id not in cached]
+    fresh = embedder.embed([c.text for c in missing], progress=progress)
+    cached.update(zip((c.id for c in missing), fresh, strict=True))
+    vectors = np.stack([cached[c.id] for c in chunks]).astype(np.float32)
+    return vectors, len(missing)
+
+
+def _previous_vectors(target: Path, embedder: Embedder) -> dict[str, np.ndarray]:
+    try:
+        manifest = json.loads((target / MANIFEST).read_text())
+        same_model = manifest.get("embedding_model") == embedder.identity
+        if not same_model or manifest.get("embedding_method") != embedder.method:
+            return {}
+        old_chunks = read_chunks(target / CHUNKS)
+        old_vectors = np.load(target / VECTORS)
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}  # no usable previous build: embed everything
+    if len(old_chunks) != len(old_vectors):
+        return {}
+    return {c.id: v for c, v in zip(old_chunks, old_vectors, strict=True)}
+
+
+def _write_atomically(target: Path, chunks, vectors, index, manifest) -> None:
+    """Write into a hidden sibling folder, then swap it in with renames."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.building-"))
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    try:
+        write_chunks(tmp / CHUNKS, chunks)
+        np.save(tmp / VECTORS, vectors)
+        save_index(index, tmp / INDEX)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        if target.exists():
+            os.replace(target, old)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,430 @@
+"""SPICE loop: challenger parsing, the reward path, per-role groups, waves, contamination, errors.
+
+A scripted engine stands in for the model (so the reasoner's correctness is chosen exactly);
+everything else is the real loop: role prompts with their prefill, the parser, math-verify,
+curricula rewards, the advantage estimators and the MiniLM contamination guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from selfplay.config import validate
+from selfplay.errors import UserError
+from selfplay.loops import make_loop
+from selfplay.loops.spice import (
+    GeneratedTask,
+    NearHalfSampler,
+    UniformSampler,
+    is_correct,
+    parse_challenger,
+    reasoner_answer,
+)
+from selfplay.scheduler import BatchingPolicy
+from selfplay.types import Completion
+from tests.conftest import tiny_config
+
+ROLES = {"challenger": {"prompt": "challenger"}, "reasoner": {"prompt": "reasoner"}}
+
+
+def spice_config(tmp_path, roles=None, **spice):
+    settings = {
+        "grounded": False,
+        "documents_per_step": 5,
+        "attempts_per_document": 1,
+        "reasoner_samples": 8,
+        "formats": "free",
+        "contamination": {"enabled": False},
+        **spice,
+    }
+    config = tiny_config(tmp_path, loop="spice", spice=settings)
+    del config["rlvr"]
+    config["roles"] = roles or ROLES
+    return validate(config, "test")
+
+
+class ScriptedEngine:
+    """Replies by role: ``challenger(prompt, index)`` and ``reasoner(prompt)``; records the size of
+    every batch (one engine wave) and every prompt it saw."""
+
+    def __init__(self, tokenizer, challenger, reasoner):
+        self.tokenizer = tokenizer
+        self.challenger, self.reasoner = challenger, reasoner
+        self.batches: list[int] = []
+        self.prompts: list[tuple[str, str]] = []
+        self.challenger_calls = 0
+
+    def generate(self, requests):
+        self.batches.append(len(requests))
+        out = []
+        for request in requests:
+            if request.prompt_ids is not None:
+                prompt = self.tokenizer.decode(request.prompt_ids)
+            else:
+                prompt = request.messages[-1]["content"]
+            self.prompts.append((request.role, prompt))
+            if request.role == "challenger":
+                text = self.challenger(prompt, self.challenger_calls)
+                self.challenger_calls += 1
+            else:
+                text = self.reasoner(prompt)
+            out.append(
+                Completion(
+                    text=text,
+                    prompt_ids=[1, 2],
+                    token_ids=[3, 4, 5],
+                    logprobs=[-0.5] * 3,
+                    finish_reason="stop",
+                )
+            )
+        return out
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_path):
+    from selfplay.models import load_tokenizer
+
+    return load_tokenizer(tiny_model_path)
+
+
+def free_question(index: int, answer: str = "7") -> str:
+    """A challenger reply after the prefill '{"question": "'."""
+    return f'Item {index}: what is three plus four?", "answer": "{answer}"}}'
+
+
+def solved_by_schedule(correct_of: dict[int, int]):
+    """A reasoner that answers question i correctly in its first ``correct_of[i]`` samples."""
+    seen: dict[int, int] = {}
+
+    def reasoner(prompt: str) -> str:
+        index = int(re.search(r"Item (\d+)", prompt).group(1))
+        seen[index] = seen.get(index, 0) + 1
+        return "\\boxed{7}" if seen[index] <= correct_of.get(index, 0) else "\\boxed{5}"
+
+    return reasoner
+
+
+def run_collect(loop, engine, step=0):
+    policy = BatchingPolicy(engine)
+    return asyncio.run(loop.collect(policy, step)), policy
+
+
+def challenger_rewards(episodes):
+    return [e.rewards["challenger"] for e in episodes if "challenger" in e.rewards]
+
+
+# ---------------------------------------------------------------------- rewards, through the loop
+def test_variance_reward_table_through_the_loop(tmp_path, tokenizer):
+    """REFERENCE §4 at K = 8: j/8 correct → 0.044, 0.372, 0.823, 0.988, 1.0 (and symmetric)."""
+    loop = make_loop(spice_config(tmp_path, documents_per_step=9))
+    engine = ScriptedEngine(
+        tokenizer,
+        lambda prompt, i: free_question(i),
+        solved_by_schedule({j: j for j in range(9)}),
+    )
+    episodes, _ = run_collect(loop, engine)
+    rewards = [round(r, 3) for r in challenger_rewards(episodes)]
+    assert rewards == [0.044, 0.372, 0.823, 0.988, 1.0, 0.988, 0.823, 0.372, 0.044]
+    rows = loop.task_rows(0, episodes)
+    assert [row["p_hat"] for row in rows] == [j / 8 for j in range(9)]
+    assert all(row["samples"] == 8 and row["valid"] for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("uncertainty", [0.0, 0.25, 0.5, 0.75, 1.0]),  # 1 − 2|p̂ − ½|
+        ("learnability", [0.0, 0.875, 0.75, 0.625, 0.5]),  # 1 − p̂, 0 at p̂ ∈ {0, 1}
+        ("threshold", [0.0, 0.0, 0.0, 1.0, 1.0]),  # 0.3 ≤ p̂ ≤ 0.7
+    ],
+)
+def test_ablation_rewards_by_name(tmp_path, tokenizer, name, expected):
+    loop = make_loop(spice_config(tmp_path, challenger_reward=name))
+    engine = ScriptedEngine(
+        tokenizer, lambda prompt, i: free_question(i), solved_by_schedule({j: j for j in range(5)})
+    )
+    episodes, _ = run_collect(loop, engine)
+    assert [round(r, 4) for r in challenger_rewards(episodes)] == expected
+
+
+def test_invalid_questions_get_rho(tmp_path, tokenizer):
+    loop = make_loop(spice_config(tmp_path, documents_per_step=2, invalid_reward=-0.5))
+    replies = [free_question(0), 'According to the text, what is three plus four?", "answer": "7"}']
+    engine = ScriptedEngine(tokenizer, lambda prompt, i: replies[i], solved_by_schedule({0: 4}))
+    episodes, _ = run_collect(loop, engine)
+    assert challenger_rewards(episodes) == [1.0, -0.5]
+    rows = loop.task_rows(0, episodes)
+    assert [row["valid"] for row in rows] == [True, False]
+    assert rows[1]["samples"] == 0 and rows[1]["p_hat"] is None
+    metrics = loop.summarize(episodes)
+    assert metrics["challenger/valid_rate"] == 0.5
+    assert metrics["challenger/not_self_contained"] == 1.0
+    assert metrics["reasoner/accuracy"] == 0.5
+
+
+# ---------------------------------------------------------------------- per-role advantages
+def test_per_role_groups_and_dr_grpo_advantages(tmp_path, tokenizer):
+    """Two documents × two attempts, K = 4. Challenger groups = attempts of one document;
+    reasoner groups = the K samples of one question; no group holds both roles."""
+    loop = make_loop(
+        spice_config(tmp_path, documents_per_step=2, attempts_per_document=2, reasoner_samples=4)
+    )
+    replies = {
+        0: free_question(0),  # doc 0, attempt 0: valid, 2/4 correct → r = 1.0
+        1: "broken",  # doc 0, attempt 1: invalid → ρ = −0.1
+        2: free_question(2),  # doc 1: 1/4 correct → r = exp(−(3/16 − 1/4)²/0.02)
+        3: free_question(3),  # doc 1: 0/4 correct → r = exp(-(1/4)²/0.02)
+    }
+    engine = ScriptedEngine(
+        tokenizer, lambda prompt, i: replies[i], solved_by_schedule({0: 2, 2: 1, 3: 0})
+    )
+    episodes, _ = run_collect(loop, engine)
+    samples = loop.samples(episodes)
+    by_group: dict[str, set] = {}
+    for sample in samples:
+        by_group.setdefault(sample.group_id, set()).add(sample.turn.role)
+    assert all(len(roles) == 1 for roles in by_group.values())
+
+    r1, r0 = 0.8226, 0.0439  # exp(−(3/16 − 1/4)²/0.02), exp(−(1/4)²/0.02)
+    challenger = {
+        s.group_id + f"#{i}": round(s.advantage, 4)
+        for i, s in enumerate(x for x in samples if x.turn.role == "challenger")
+    }
+    assert list(challenger.values()) == [
+        round((1.0 + 0.1) / 2, 4),
+        round(-(1.0 + 0.1) / 2, 4),
+        round((r1 - r0) / 2, 4),
+        round(-(r1 - r0) / 2, 4),
+    ]
+    reasoner = [round(s.advantage, 4) for s in samples if s.turn.role == "reasoner"]
+    # question 0: 2/4 correct → ±0.5; question 2: 1/4 → 0.75, −0.25 ×3; question 3: all 0
+    assert reasoner == [0.5, 0.5, -0.5, -0.5, 0.75, -0.25, -0.25, -0.25, 0.0, 0.0, 0.0, 0.0]
+
+
+# ---------------------------------------------------------------------- waves and rounds
+def test_attempts_are_batched_in_waves_and_rounds_retry_only_failed_documents(tmp_path, tokenizer):
+    loop = make_loop(
+        spice_config(
+            tmp_path,
+            documents_per_step=3,
+            attempts_per_document=2,
+            max_rounds=3,
+            reasoner_samples=4,
+        )
+    )
+
+    def challenger(prompt, i):
+        # round 1 (calls 0-5): only slot 0 valid; round 2 (calls 6-9): slot 1 valid; never 2
+        return free_question(i) if i in (0, 7) else "{not json"
+
+    engine = ScriptedEngine(tokenizer, challenger, solved_by_schedule({}))
+    episodes, policy = run_collect(loop, engine)
+    assert engine.batches == [6, 4, 2, 8]  # 3 challenger waves, then one reasoner wave
+    assert policy.engine_calls == 4
+    attempts = [e for e in episodes if e.env == "challenger"]
+    assert len(attempts) == 12
+    slot_of_round = [(e.group_id, e.info["round"]) for e in attempts]
+    assert slot_of_round.count(("s0-d0", 0)) == 2 and ("s0-d0", 1) not in slot_of_round
+    assert slot_of_round.count(("s0-d2", 2)) == 2
+
+
+# ---------------------------------------------------------------------- parsing
+MC_JSON = (
+    '{"question": "Which keyword defines a function in Python?", '
+    '"options": {"A": "def", "B": "fun", "C": "lambda x", "D": "func"}, "answer": "A"}'
+)
+
+
+def test_parse_multiple_choice_json():
+    task, reason = parse_challenger(MC_JSON)
+    assert reason == ""
+    assert (task.answer_type, task.answer) == ("mc", "A")
+    assert task.text().splitlines()[1:] == ["A) def", "B) fun", "C) lambda x", "D) func"]
+
+
+def test_parse_multiple_choice_bad_json_and_lines():
+    # unescaped quotes, a trailing comma, no closing brace: read field by field
+    broken = (
+        '{"question": "What does the "pass" statement do in Python?", "options": {"A": "nothing",'
+        ' "B": "exits", "C": "loops", "D": "raises"}, "answer": "(A) nothing",'
+    )
+    task, reason = parse_challenger(broken)
+    assert reason == "" and task.answer == "A"
+    assert task.question == 'What does the "pass" statement do in Python?'
+    lines = "Question: Which value is falsy in Python?\nA) 1\nB) 0\nC) 'a'\nD) [0]\nAnswer: B"
+    task, reason = parse_challenger(lines)
+    assert reason == "" and (task.answer_type, task.answer) == ("mc", "B")
+    # the answer given as the option's text
+    task, _ = parse_challenger(MC_JSON.replace('"answer": "A"', '"answer": "lambda x"'))
+    assert task.answer == "C"
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ('{"question": "Which keyword defines a function?"}', "no answer"),
+        ('{"answer": "def"}', "no question"),
+        ("", "no question"),
+        ('{"question": "Why?", "answer": "yes"}', "question too short"),
+        (MC_JSON.replace('"answer": "A"', '"answer": "E"'), "mc answer is not an option"),
+        (MC_JSON.replace('"fun"', '"def"'), "duplicate options"),
+        (
+            '{"question": "How many bits are in a byte?", "answer": "there are eight bits"}',
+            "answer longer than 3 words",
+        ),
+        (
+            '{"question": "According to the passage, what does pass do?", "answer": "nothing"}',
+            "not self-contained",
+        ),
+        (
+            '{"question": "What keyword is described in the document above?", "answer": "pass"}',
+            "not self-contained",
+        ),
+    ],
+)
+def test_parse_rejects(reply, reason):
+    task, why = parse_challenger(reply)
+    assert task is None and why == reason
+
+
+def test_parse_free_form_types_and_allowed_formats():
+    cases = {
+        '{"question": "How many bits are in a byte?", "answer": "8"}': ("integer", "8"),
+        '{"question": "How many bytes are in a megabyte?", "answer": "1,048,576"}': (
+            "integer",
+            "1048576",
+        ),
+        '{"question": "What is one half written as a fraction?", "answer": "$\\\\frac{1}{2}$"}': (
+            "expression",
+            "\\frac{1}{2}",
+        ),
+        '{"question": "Which statement does nothing at all?", "answer": "the pass statement."}': (
+            "string",
+            "the pass statement",
+        ),
+    }
+    for reply, (kind, gold) in cases.items():
+        task, reason = parse_challenger(reply)
+        assert reason == "" and (task.answer_type, task.answer) == (kind, gold), reply
+    free = '{"question": "How many bits are in a byte?", "answer": "8"}'
+    assert parse_challenger(free, ("mc",)) == (None, "needs four options A-D")
+    assert parse_challenger(MC_JSON, ("free",)) == (None, "multiple choice not allowed")
+
+
+def test_reasoner_grading():
+    mc = GeneratedTask("Q?", "B", "mc", {"A": "x", "B": "y", "C": "z", "D": "w"})
+    assert is_correct(reasoner_answer("so \\boxed{(B)}", mc), mc)
+    assert is_correct(reasoner_answer("The answer is B.", mc), mc)
+    assert not is_correct(reasoner_answer("\\boxed{A}", mc), mc)
+    expression = GeneratedTask("Q?", "\\frac{1}{2}", "expression")
+    assert is_correct(reasoner_answer("\\boxed{0.5}", expression), expression)  # math-verify
+    assert not is_correct(reasoner_answer("\\boxed{0.25}", expression), expression)
+    string = GeneratedTask("Q?", "the pass statement", "string")
+    assert is_correct(reasoner_answer("\\boxed{Pass statement!}", string), string)
+    assert not is_correct(reasoner_answer("\\boxed{break}", string), string)
+    assert reasoner_answer("no box here at all, sorry", string, lenient=False) is None
+
+
+# ---------------------------------------------------------------------- prompts and samplers
+def test_ungrounded_prompt_has_no_document(tmp_path, tokenizer):
+    loop = make_loop(spice_config(tmp_path, documents_per_step=1))
+    engine = ScriptedEngine(tokenizer, lambda prompt, i: free_question(i), solved_by_schedule({}))
+    run_collect(loop, engine)
+    challenger_prompt = next(p for role, p in engine.prompts if role == "challenger")
+    assert "Write one question" in challenger_prompt
+    assert "document:" not in challenger_prompt.lower()
+    assert challenger_prompt.rstrip().endswith('{"question": "')  # the reply is started
+    reasoner_prompt = next(p for role, p in engine.prompts if role == "reasoner")
+    assert reasoner_prompt.startswith("Item 0: what is three plus four?")
+
+
+def test_near_half_sampler_prefers_documents_near_half():
+    import random
+
+    sampler = NearHalfSampler(size=4, prior=0.5, floor=0.05)
+    sampler.observe(0, [0.5, 0.5])  # closeness 1
+    sampler.observe(1, [1.0])  # closeness 0
+    sampler.observe(2, [0.0])
+    rng = random.Random(0)
+    counts = [0] * 4
+    for _ in range(2000):
+        for d in sampler.choose(rng, 1):
+            counts[d] += 1
+    # weights 1.05, 0.05, 0.05, 0.55 (doc 3 unseen: the prior)
+    assert counts[0] > counts[3] > 5 * counts[1]
+    assert abs(counts[0] / 2000 - 1.05 / 1.7) < 0.04
+    restored = NearHalfSampler(size=4)
+    restored.load_state_dict(json.loads(json.dumps(sampler.state_dict())))
+    assert restored.closeness == sampler.closeness
+    assert sorted(UniformSampler(3).choose(rng, 3)) == [0, 1, 2]
+
+
+# ---------------------------------------------------------------------- contamination
+def test_contamination_drops_near_copies_of_eval_items(tmp_path, tokenizer):
+    items = tmp_path / "eval.jsonl"
+    items.write_text(
+        json.dumps({"question": "What is the capital city of France?", "answer": "Paris"}) + "\n"
+    )
+    loop = make_loop(
+        spice_config(
+            tmp_path,
+            documents_per_step=3,
+            contamination={"enabled": True, "eval_files": [str(items)], "threshold": 0.9},
+        )
+    )
+    replies = [
+        'What is the capital city of France?", "answer": "Paris"}',  # exact copy
+        'what is the capital city of france ?", "answer": "Paris"}',  # near copy
+        free_question(2),
+    ]
+    engine = ScriptedEngine(tokenizer, lambda prompt, i: replies[i], solved_by_schedule({2: 4}))
+    episodes, _ = run_collect(loop, engine)
+    rows = loop.task_rows(0, episodes)
+    assert [row["valid"] for row in rows] == [False, False, True]
+    assert challenger_rewards(episodes) == [-0.1, -0.1, 1.0]
+    metrics = loop.summarize(episodes)
+    assert metrics["challenger/contamination_drops"] == 2.0
+    assert engine.batches == [3, 8]  # dropped questions never reach the reasoner
+
+
+# ---------------------------------------------------------------------- bad input
+def test_bad_input_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="unknown proposer reward 'varience'"):
+        make_loop(spice_config(tmp_path, challenger_reward="varience"))
+    with pytest.raises(UserError, match="needs a `reasoner` role"):
+        make_loop(spice_config(tmp_path, roles={"challenger": {"prompt": "challenger"}}))
+    with pytest.raises(UserError, match="corpus 'no-such-corpus' is not built"):
+        make_loop(
+            spice_config(
+                tmp_path, grounded=True, corpus="no-such-corpus", corpus_cache=str(tmp_path)
+            )
+        )
+    missing = tmp_path / "missing.jsonl"
+    with pytest.raises(UserError, match="missing.jsonl does not exist"):
+        make_loop(spice_config(tmp_path, contamination={"eval_files": [str(missing)]}))
+    with pytest.raises(UserError, match="unknown key 'spice.rho'"):
+        spice_config(tmp_path, rho=-0.1)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Does the provided text exceed its maximum length?",
+        "What is this passage mainly about?",
+        "As mentioned above, which keyword ends a loop?",
+        "In the given document, which keyword ends a loop?",
+        "What does the author call a lambda?",
+    ],
+)
+def test_questions_that_lean_on_the_document_are_invalid(question):
+    reply = json.dumps({"question": question, "answer": "break"})
+    assert parse_challenger(reply) == (None, "not self-contained")
+
+
+def test_option_letter_without_options_is_invalid():
+    reply = '{"question": "Which keyword defines a function?", "answer": "B"}'
+    assert parse_challenger(reply) == (None, "option letter without options")
