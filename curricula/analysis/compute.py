@@ -127,6 +127,11 @@ def fit_compute_curve(
             f"compute curve: the {cut} fitted points do not determine A, B and C_mid "
             "(infinite standard errors); evaluate more often"
         )
+    if errors[0] > abs(a - r0):
+        raise ComputeFitError(
+            f"compute curve: the {cut} fitted points do not determine the asymptote "
+            f"(A = {a:.3f} ± {errors[0]:.3f} for a gain of {a - r0:+.3f}); evaluate more often"
+        )
     c_mid = float(np.exp(log_c_mid))
     fit = ComputeFit(
         r0=float(r0),

@@ -431,8 +431,8 @@ def compute_section(run: RunData) -> Section:
                                         else (-np.inf, np.inf))
     except compute.ComputeFitError as exc:
         section.lines.append(
-            f"{exc} ({len(points)} evaluations of {key}; evaluate more often to fit, e.g. "
-            f"`{run.loop}.eval_every: 1`)."
+            f"{exc} ({len(points)} evaluations of {key}; a fit needs more: train longer or "
+            f"evaluate more often, e.g. `{run.loop}.eval_every: 1`)."
         )
         fit = None
     if fit is not None:
