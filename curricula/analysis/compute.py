@@ -98,8 +98,9 @@ def fit_compute_curve(
     cut = max(MIN_POINTS, int(round(fit_fraction * len(c))))
     if cut > len(c):
         raise ComputeFitError(
-            f"compute curve: {len(c)} points with compute > 0 (fitting {fit_fraction:.0%} of "
-            f"them); three parameters need at least {MIN_POINTS} fitted points"
+            f"compute curve: {len(c)} evaluation(s) after some compute (fitting "
+            f"{fit_fraction:.0%} of them); three parameters need at least {MIN_POINTS} fitted "
+            "points"
         )
     fit_c, fit_r = c[:cut], r[:cut]
 
