@@ -71,6 +71,8 @@ def test_duplicates_have_self_bleu_one_and_one_cluster():
     assert diversity.self_bleu(batch) == pytest.approx(1.0)
     assert len(set(diversity.bleu_clusters(batch))) == 1
     assert diversity.exact_duplicate_share(batch) == 1.0
+    assert diversity.exact_repeat_share(["a  B", "c"], ["x", "A b"]) == 0.5
+    assert diversity.exact_repeat_share(["a"], []) is None
 
 
 def test_unrelated_texts_have_low_self_bleu_and_own_clusters():

@@ -37,6 +37,8 @@ def test_curriculum_run_sections_have_the_known_values(tmp_path):
     table = sections["diversity"].tables[0]
     iteration0 = dict(zip(table.headers, table.rows[0], strict=True))
     assert iteration0["valid tasks"] == 4 and iteration0["exact duplicates"] == "0.500"
+    iteration1 = dict(zip(table.headers, table.rows[1], strict=True))
+    assert iteration1["valid tasks"] == 3 and iteration1["repeats of earlier"] == "0.333"
     validity = next(p for p in sections["validity"].plots if p.name == "tasks-rates")
     assert validity.series[0].y == [1.0, 0.75]
     pseudo = sections["pseudo-labels"].plots[0]

@@ -118,6 +118,15 @@ def exact_duplicate_share(texts: list[str]) -> float | None:
     return sum(counts[k] > 1 for k in keys) / len(keys)
 
 
+def exact_repeat_share(texts: list[str], earlier: list[str]) -> float | None:
+    """Share of texts whose normalised form already occurred among ``earlier`` (a question asked
+    again in a later iteration)."""
+    if not texts or not earlier:
+        return None
+    seen = {" ".join(_tokens(t)) for t in earlier}
+    return sum(" ".join(_tokens(t)) in seen for t in texts) / len(texts)
+
+
 def _unit(vectors) -> np.ndarray:
     array = np.asarray(vectors, dtype=float)
     if array.ndim != 2:

@@ -257,7 +257,7 @@ def diversity_section(run: RunData, options: Options) -> Section:
                                   options.max_texts, 0) for k in keys}
     rows = []
     metrics: dict[str, list] = defaultdict(list)
-    earlier = None
+    earlier, earlier_texts = None, []
     for k in keys:
         batch = [t for t in texts[k] if t.strip()]
         row = {
@@ -265,6 +265,7 @@ def diversity_section(run: RunData, options: Options) -> Section:
             "distinct-1": diversity.distinct_n(batch, 1),
             "distinct-2": diversity.distinct_n(batch, 2),
             "exact duplicates": diversity.exact_duplicate_share(batch),
+            "repeats of earlier": diversity.exact_repeat_share(batch, earlier_texts),
             "BLEU clusters": len(set(diversity.bleu_clusters(batch, options.cluster_threshold)))
             if len(batch) <= 150 else None,
         }
@@ -280,6 +281,7 @@ def diversity_section(run: RunData, options: Options) -> Section:
                     vectors, earlier, options.near_duplicate) if earlier is not None else None,
             }
             earlier = vectors if earlier is None else np.vstack([earlier, vectors])
+        earlier_texts += batch
         for name, value in row.items():
             metrics[name].append(value)
         rows.append([k, len(batch), *[fmt(v) for v in row.values()]])
@@ -288,7 +290,7 @@ def diversity_section(run: RunData, options: Options) -> Section:
         return section
     headers = [label, "valid tasks", *metrics]
     section.tables.append(Table(f"diversity per {label} (valid questions)", headers, rows))
-    rate_names = ["self-BLEU", "distinct-1", "distinct-2", "exact duplicates",
+    rate_names = ["self-BLEU", "distinct-1", "distinct-2", "exact duplicates", "repeats of earlier",
                   "embedding dispersion", "near-duplicates within", "near-duplicates of earlier"]
     section.add(Plot("diversity-rates", "diversity of generated questions", label, "0–1",
                      [Series(n, keys, metrics[n]) for n in rate_names if n in metrics],
