@@ -77,6 +77,8 @@ class Plot:
         data = []
         for s in self.series:
             points = _finite_points(s)
+            if not points:  # a series with no data gets no legend entry either
+                continue
             x, y = [p[0] for p in points], [p[1] for p in points]
             if s.mode == "bar":
                 data.append({"type": "bar", "name": s.label, "x": list(x), "y": list(y)})
