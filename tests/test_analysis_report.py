@@ -116,3 +116,20 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, setup, message):
     assert main(["analyze", str(folder)]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_plots_rates_get_a_fixed_axis_and_empty_series_are_dropped(tmp_path):
+    from selfplay.analysis.plots import Plot, Series
+    from selfplay.analysis.sections import is_rate
+
+    rate = Plot("r", "t", "step", "share", [Series("a", [0, 1], [0.2, None]),
+                                            Series("b", [0, 1], [None, None])], rate=True)
+    figure = rate.plotly_figure()
+    assert figure["layout"]["yaxis"]["range"] == [-0.02, 1.02]
+    assert [t["name"] for t in figure["data"]] == ["a"] and figure["data"][0]["x"] == [0]
+    assert "range" not in Plot("c", "t", "step", "tokens", [Series("n", [0], [7])]
+                               ).plotly_figure()["layout"]["yaxis"]
+    assert Plot("e", "t", "step", "y", [Series("a", [0], [None])]).empty
+    assert rate.save_png(tmp_path).stat().st_size > 1000
+    assert is_rate("rollout/accuracy", [0.1, 0.9]) and is_rate("eval/x/random/loss", [0.5])
+    assert not is_rate("train/loss", [0.1]) and not is_rate("game/invalid_rate", [1.5])
