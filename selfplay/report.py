@@ -22,7 +22,7 @@ def write_report(
     embeddings by default (``selfplay analyze`` adds them). A failure here is a warning, never
     the end of a finished run. None when there is nothing to show."""
     try:
-        run = RunData.open(run_dir)
+        run = RunData(Path(run_dir))
         if not run.metrics and not run.episode_files() and not run.tasks:
             return None
         return write_run_page(run, options=Options(embeddings=embeddings)).parent
