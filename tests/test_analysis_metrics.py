@@ -175,7 +175,9 @@ def test_scalerl_fit_on_first_part_predicts_the_rest():
     fit = compute.fit_compute_curve(np.r_[0, c], np.r_[0.2, r], fit_fraction=0.7)
     assert fit.fitted_points == 21 and len(fit.held_out) == 9
     assert fit.held_out_mae < 0.01
-    assert "asymptote A = 0.700" in fit.sentence()
+    assert "asymptote A = 0.700" in fit.sentence() and "outside" not in fit.sentence()
+    late = compute.fit_compute_curve(np.r_[0, c[15:]], np.r_[0.2, r[15:]])  # after the rise
+    assert "outside the fitted compute range" in late.sentence()
     low, high = compute.bootstrap_asymptote(np.r_[0, c], np.r_[0.2, r], draws=20)
     assert low <= 0.7 + 1e-3 and high >= 0.7 - 1e-3
     with pytest.raises(compute.ComputeFitError):

@@ -45,6 +45,7 @@ class ComputeFit:
     b_se: float
     c_mid_se: float  # standard error of C_mid (delta method from log C_mid)
     fitted_points: int
+    fitted_range: tuple[float, float] = (0.0, 0.0)  # smallest and largest fitted C
     held_out: list[tuple[float, float, float]] = field(default_factory=list)  # (C, R, predicted)
 
     def predict(self, c) -> np.ndarray:
@@ -63,6 +64,12 @@ class ComputeFit:
             f"exponent B = {self.b:.2f} ± {self.b_se:.2f}, half of the gain "
             f"(R0 = {self.r0:.3f} → A) at C_mid = {self.c_mid:.3g} {unit}"
         )
+        low, high = self.fitted_range
+        if not low <= self.c_mid <= high:
+            text += (
+                f" — C_mid lies outside the fitted compute range ({low:.3g}–{high:.3g}): "
+                "B and C_mid are extrapolated, not measured"
+            )
         if self.held_out:
             last_c = self.held_out[-1][0]
             text += (
@@ -143,6 +150,7 @@ def fit_compute_curve(
         b_se=float(errors[1]),
         c_mid_se=float(c_mid * errors[2]),
         fitted_points=cut,
+        fitted_range=(float(fit_c.min()), float(fit_c.max())),
     )
     rest_c, rest_r = c[cut:], r[cut:]
     fit.held_out = [
