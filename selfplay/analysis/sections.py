@@ -438,10 +438,17 @@ def compute_section(run: RunData) -> Section:
         )
         fit = None
     if fit is not None:
-        grid = np.linspace(min(x for x in c if x > 0), max(c) * 1.5, 60)
-        series.append(Series("ScaleRL fit (first part)", grid.tolist(),
-                             fit.predict(grid).tolist(), "lines"))
-        series.append(Series(f"asymptote A = {fit.a:.3f}", [grid[0], grid[-1]], [fit.a, fit.a],
+        order = sorted((x, y) for x, y in zip(c, r, strict=True) if x > 0)
+        held = order[fit.fitted_points:]
+        series = [Series(f"{key}: before training", [0.0], [fit.r0], "markers"),
+                  Series(f"{key}: fitted", [x for x, _ in order[:fit.fitted_points]],
+                         [y for _, y in order[:fit.fitted_points]], "markers")]
+        if held:
+            series.append(Series(f"{key}: held out (checks the fit)", [x for x, _ in held],
+                                 [y for _, y in held], "markers"))
+        grid = np.linspace(0.0, max(c) * 1.5, 80)
+        series.append(Series("ScaleRL fit", grid.tolist(), fit.predict(grid).tolist(), "lines"))
+        series.append(Series(f"asymptote A = {fit.a:.3f}", [0.0, float(grid[-1])], [fit.a, fit.a],
                              "lines", True))
         section.lines.append(fit.sentence("tokens"))
     rate = all(0 <= v <= 1 for v in r)
