@@ -252,7 +252,7 @@ def write_crossplay(run: RunData, result: dict) -> Path:
             + f"; {result['samples']} samples each. Down a column: one solver on later "
             "challengers; along a row: one challenger's questions for later solvers.")
     plot = Plot("crossplay-matrix", title, xlabel, ylabel,
-                heatmap=(labels, labels, z), zlabel="rate")
+                heatmap=(labels, labels, z), zlabel="rate", rate=True)
     section.plots.append(plot)
     section.tables.append(Table(title, ["", *labels],
                                 [[labels[i], *[fmt(v) for v in row]] for i, row in enumerate(z)]))

@@ -66,6 +66,7 @@ class Plot:
                     "y": [str(y) for y in ys],
                     "z": z,
                     "colorscale": "Viridis",
+                    **({"zmin": 0, "zmax": 1} if self.rate else {}),
                     "colorbar": {"title": {"text": self.zlabel}},
                     "hovertemplate": f"{self.xlabel} %{{x}}<br>{self.ylabel} %{{y}}"
                     f"<br>{self.zlabel} %{{z}}<extra></extra>",
@@ -73,6 +74,7 @@ class Plot:
             ]
             layout["xaxis"]["type"] = "category"
             layout["yaxis"]["type"] = "category"
+            layout["yaxis"].pop("range", None)  # a 0–1 heatmap scales its colours, not its axis
             return {"data": data, "layout": layout}
         data = []
         for s in self.series:
@@ -110,7 +112,13 @@ class Plot:
             xs, ys, z = self.heatmap
             values = np.array([[np.nan if v is None else v for v in row] for row in z],
                               dtype=float)
-            image = ax.imshow(values, aspect="auto", origin="lower", cmap="viridis")
+            limits = {"vmin": 0.0, "vmax": 1.0} if self.rate else {}
+            image = ax.imshow(values, aspect="auto", origin="lower", cmap="viridis", **limits)
+            if values.size <= 100:  # small matrices (cross-play): the numbers themselves
+                for (row, col), value in np.ndenumerate(values):
+                    if np.isfinite(value):
+                        ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                                color="white" if value < 0.5 * np.nanmax(values) else "black")
             ax.set_xticks(range(len(xs)), [str(x) for x in xs], fontsize=7,
                           rotation=90 if len(xs) > 12 else 0)
             ax.set_yticks(range(len(ys)), [str(y) for y in ys], fontsize=7)
