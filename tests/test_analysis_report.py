@@ -44,6 +44,21 @@ def test_curriculum_run_sections_have_the_known_values(tmp_path):
     pseudo = sections["pseudo-labels"].plots[0]
     assert pseudo.series[0].y == pytest.approx([0.8, 0.75, 0.7, 0.65])
     assert "no games" in sections["games"].lines[0]
+    assert "no evaluations yet" in sections["evaluations"].lines[0]
+
+
+def test_evaluations_and_crossplay_results_appear_on_the_page(tmp_path):
+    run = make_curriculum_run(tmp_path)
+    rows = [{"suite": "rg:gcd", "step": s, "setting": "sampled", "problems": 4, "samples": 4,
+             "accuracy": 0.25 * s, "pass@1": 0.25 * s, "pass@4": 0.5} for s in (0, 2)]
+    (run / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "crossplay").mkdir()
+    (run / "crossplay" / "crossplay.json").write_text(json.dumps(
+        {"kind": "solver", "snapshots": [0, 2], "matrix": [[0.1, 0.2], [0.3, 0.4]]}))
+    section = _sections(run, embeddings=False)["evaluations"]
+    assert section.tables[0].rows[1][:6] == ["rg:gcd", 2, "sampled", 4, 4, "0.500"]
+    assert section.plots[0].series[0].y == [0.0, 0.5]
+    assert "cross-play (solver) of snapshots at steps [0, 2]" in section.lines[0]
 
 
 def test_compute_points_count_tokens_before_each_evaluation():

@@ -117,6 +117,20 @@ class RunData:
         return read_jsonl(self.path / "tasks.jsonl", self.problems)
 
     @cached_property
+    def evaluations(self) -> list[dict]:
+        """Rows `selfplay evaluate` appended to evaluations.jsonl."""
+        return read_jsonl(self.path / "evaluations.jsonl", self.problems)
+
+    @cached_property
+    def crossplay(self) -> dict | None:
+        path = self.path / "crossplay" / "crossplay.json"
+        try:
+            return json.loads(path.read_text()) if path.exists() else None
+        except json.JSONDecodeError:
+            self.problems.append("crossplay/crossplay.json: unreadable")
+            return None
+
+    @cached_property
     def pools(self) -> dict[int, list[dict]]:
         folder = self.path / "pools"
         pools = {}

@@ -457,6 +457,37 @@ def compute_section(run: RunData) -> Section:
     return section
 
 
+def evaluations_section(run: RunData) -> Section:
+    """What `selfplay evaluate` and `selfplay crossplay` left in the folder."""
+    section = Section("Held-out evaluations and cross-play", "evaluations")
+    rows = run.evaluations
+    if rows:
+        ks = sorted({k for r in rows for k in r if k.startswith("pass@")}, key=lambda k: int(k[5:]))
+        section.tables.append(Table(
+            "selfplay evaluate (RUN/evaluations.jsonl)",
+            ["suite", "step", "setting", "problems", "samples", "accuracy", *ks],
+            [[r.get("suite"), r.get("step"), r.get("setting"), r.get("problems"),
+              r.get("samples"), fmt(r.get("accuracy")), *[fmt(r.get(k)) for k in ks]]
+             for r in rows]))
+        series: dict[str, list[tuple]] = defaultdict(list)
+        for r in rows:
+            if isinstance(r.get("accuracy"), int | float) and isinstance(r.get("step"), int):
+                series[f"{r.get('suite')} {r.get('setting')}"].append((r["step"], r["accuracy"]))
+        steps_seen = {x for points in series.values() for x, _ in points}
+        if len(steps_seen) > 1:
+            section.add(_lines("evaluations-accuracy", "held-out accuracy by snapshot", "accuracy",
+                               {k: sorted(v) for k, v in series.items()}, rate=True))
+    else:
+        section.lines.append("no evaluations yet: `selfplay evaluate RUN --suite reasoning-gym`.")
+    if run.crossplay:
+        result = run.crossplay
+        section.lines.append(
+            f"cross-play ({result.get('kind')}) of snapshots at steps {result.get('snapshots')}: "
+            "see crossplay/index.html next to this run's report folder."
+        )
+    return section
+
+
 def overview_lines(run: RunData) -> list[str]:
     config = run.config
     steps_planned = (config.get("train") or {}).get("steps")
@@ -483,4 +514,5 @@ def build_sections(run: RunData, options: Options | None = None) -> list[Section
         games_section(run),
         responses_section(run),
         compute_section(run),
+        evaluations_section(run),
     ]
