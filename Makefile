@@ -25,6 +25,10 @@ $(STAMP): pyproject.toml Makefile
 	command -v bwrap >/dev/null || (command -v apt-get >/dev/null && \
 	  (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || \
 	  echo "warning: bubblewrap not installed; the sandbox will run with reduced isolation")
+	# chromium: tests/test_report_browser.py opens the analysis page in a real (headless) browser
+	command -v chromium >/dev/null || (command -v apt-get >/dev/null && \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+	  echo "warning: chromium not installed; the analysis page's browser test will be skipped")
 	$(BIN)/python -c "from selfplay.models import resolve_model_path as r; print('model:', r('embedded'))"
 	touch $(STAMP)
 

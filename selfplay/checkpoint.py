@@ -42,10 +42,15 @@ def restore_rng(state: dict) -> None:
 
 
 class Checkpointer:
-    def __init__(self, run_dir: Path, keep: int = 2) -> None:
+    """``keep`` full checkpoints for resuming; with ``archive_every`` N, also the trainable
+    weights alone of every N-th step under ``checkpoints/archive/step-N/`` (never pruned; a few
+    MB each with LoRA) for ``selfplay crossplay`` and ``selfplay evaluate --step``."""
+
+    def __init__(self, run_dir: Path, keep: int = 2, archive_every: int = 0) -> None:
         self.root = run_dir / "checkpoints"
         self.root.mkdir(parents=True, exist_ok=True)
         self.keep = keep
+        self.archive_every = archive_every
 
     def save(self, next_step: int, state: dict) -> Path:
         target = self.root / f"step-{next_step:06d}"
@@ -56,7 +61,27 @@ class Checkpointer:
             shutil.rmtree(target)
         os.replace(tmp, target)
         write_text_atomic(self.root / "latest", target.name)
+        if self.archive_every and next_step % self.archive_every == 0:
+            self.archive(next_step, state)
         self._prune()
+        return target
+
+    def archive(self, next_step: int, state: dict) -> Path:
+        """The learner's trainable weights (LoRA adapters, or the whole model when fully
+        fine-tuned) and version, without optimizer, RNG or loop state."""
+        folder = self.root / "archive"
+        folder.mkdir(exist_ok=True)
+        target = folder / f"step-{next_step:06d}"
+        tmp = Path(tempfile.mkdtemp(dir=folder, prefix=".tmp-"))
+        learner = state["learner"]
+        torch.save(
+            {"learner": {"trainable": learner["trainable"], "version": learner["version"]}},
+            tmp / "state.pt",
+        )
+        (tmp / "meta.json").write_text(json.dumps({"next_step": next_step, "archive": True}))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
         return target
 
     def latest(self) -> Path | None:
@@ -77,5 +102,5 @@ class Checkpointer:
         steps = sorted(p for p in self.root.glob("step-*") if p.is_dir())
         for old in steps[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
-        for tmp in self.root.glob(".tmp-*"):
+        for tmp in [*self.root.glob(".tmp-*"), *self.root.glob("archive/.tmp-*")]:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -83,6 +83,38 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_evaluate(args) -> int:
+    from selfplay.evaluate import evaluate, print_rows
+
+    try:
+        ks = tuple(int(k) for k in args.k.split(","))
+    except ValueError as exc:
+        raise UserError(f"--k {args.k!r}: give comma-separated integers, e.g. 1,4,8") from exc
+    _quiet_libraries()
+    rows = evaluate(Path(args.run), args.suite, size=args.size, samples=args.samples, ks=ks,
+                    tool=args.tool, step=args.step, temperature=args.temperature,
+                    judge=Path(args.judge) if args.judge else None)
+    print_rows(rows)
+    return 0
+
+
+def cmd_crossplay(args) -> int:
+    from selfplay.crossplay import crossplay
+
+    _quiet_libraries()
+    result, page = crossplay(Path(args.run), games=args.games, tasks=args.tasks,
+                             samples=args.samples, max_snapshots=args.max_snapshots)
+    steps = result["snapshots"]
+    print(f"{result['kind']} cross-play of snapshots at steps {steps} (row vs column):")
+    for step, row in zip(steps, result["matrix"], strict=True):
+        print(f"  step {step:>6}: " + " ".join("   –  " if v is None else f"{v:6.3f}" for v in row))
+    for rating in result.get("ratings", []):
+        print(f"  {rating['snapshot']:>12}: ordinal {rating['ordinal']:7.2f} "
+              f"(mu {rating['mu']:.2f}, sigma {rating['sigma']:.2f})")
+    print(f"page: {page}")
+    return 0
+
+
 def cmd_play(args) -> int:
     from selfplay.play import play
 
@@ -92,16 +124,20 @@ def cmd_play(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from selfplay.report import write_report
+    from selfplay.analysis.rundata import RunData
+    from selfplay.report import analyze
     from selfplay.summary import print_summary
-    from selfplay.tracking import read_metrics
 
-    run_dir = Path(args.run)
-    rows = read_metrics(run_dir)
-    if not rows:
-        raise UserError(f"{run_dir} has no metrics.jsonl rows")
-    print_summary(run_dir, rows)
-    print(f"report: {write_report(run_dir, rows)}/index.html")
+    pages = analyze(
+        [Path(r) for r in args.runs],
+        Path(args.out) if args.out else None,
+        embeddings=not args.no_embeddings,
+        pngs=not args.no_png,
+    )
+    for run in args.runs:
+        print_summary(Path(run), RunData.open(run).metrics, report=False)
+    for page in pages:
+        print(f"report: {page}")
     return 0
 
 
@@ -191,6 +227,31 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("overrides", nargs="*", help="e.g. spiral.eval_games=32")
     ev.set_defaults(func=cmd_eval)
 
+    ho = sub.add_parser(
+        "evaluate", help="held-out suites: greedy, sampled pass@k, with and without the tool"
+    )
+    ho.add_argument("run")
+    ho.add_argument("--suite", required=True,
+                    help="reasoning-gym | rg:<family>[,...] | FILE.jsonl | hf:<dataset>[@split]")
+    ho.add_argument("--size", type=int, default=32, help="problems (at most)")
+    ho.add_argument("--samples", type=int, default=8, help="sampled answers per problem (n)")
+    ho.add_argument("--k", default="1,4,8", help="pass@k for these k (k ≤ samples)")
+    ho.add_argument("--tool", action="store_true", help="also evaluate with the Python tool")
+    ho.add_argument("--step", type=int, help="a saved or archived step (default: the latest)")
+    ho.add_argument("--temperature", type=float, default=1.0)
+    ho.add_argument("--judge", metavar="CALIBRATION.jsonl",
+                    help="also judge the greedy answers with the model, bias-corrected with this "
+                    "labelled set (question, reference, response, label)")
+    ho.set_defaults(func=cmd_evaluate)
+
+    cp = sub.add_parser("crossplay", help="a run's snapshots against each other")
+    cp.add_argument("run")
+    cp.add_argument("--games", type=int, default=8, help="games: games per pair of snapshots")
+    cp.add_argument("--tasks", type=int, default=16, help="solver loops: questions per snapshot")
+    cp.add_argument("--samples", type=int, default=4, help="solver loops: answers per question")
+    cp.add_argument("--max-snapshots", type=int, default=8, help="evenly spaced, first and last")
+    cp.set_defaults(func=cmd_crossplay)
+
     pl = sub.add_parser("play", help="play a game against a model in the terminal")
     pl.add_argument("game", help="a game id, e.g. kuhn_poker or textarena:Nim-v0")
     pl.add_argument("--run", help="a run folder: play its latest checkpoint")
@@ -199,8 +260,14 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int)
     pl.set_defaults(func=cmd_play)
 
-    an = sub.add_parser("analyze", help="summary table, plots and HTML report of a run")
-    an.add_argument("run")
+    an = sub.add_parser(
+        "analyze", help="analysis pages of runs (difficulty, diversity, games, compute curve)"
+    )
+    an.add_argument("runs", nargs="+", metavar="RUN", help="run folders; two or more: compared")
+    an.add_argument("--out", help="folder of the comparison page (default: next to the first run)")
+    an.add_argument("--no-embeddings", action="store_true",
+                    help="skip the MiniLM embeddings (dispersion, clusters, near-duplicates)")
+    an.add_argument("--no-png", action="store_true", help="only the HTML page, no PNG files")
     an.set_defaults(func=cmd_analyze)
 
     from selfplay.corpus_cli import add_parser as add_corpus_parser

@@ -96,6 +96,9 @@ class LoggingConfig(Strict):
 class CheckpointConfig(Strict):
     every: int = Field(1, ge=1)
     keep: int = Field(2, ge=1)
+    # also keep the trainable weights (LoRA: a few MB) of every N-th step in
+    # checkpoints/archive/, never pruned, for `selfplay crossplay`; 0: off
+    archive_every: int = Field(0, ge=0)
 
 
 class ClusterConfig(Strict):

@@ -1,74 +1,51 @@
-"""Plots (PNG) and an HTML report of a run, written to ``runs/<run>/report/``."""
+"""The report a run writes when it ends, and ``selfplay analyze``: ``runs/<run>/report/``.
+
+The work is done by ``selfplay.analysis`` (sections, plots, pages); this module is the entry the
+runner and the CLI call.
+"""
 
 from __future__ import annotations
 
-import html
-from collections import defaultdict
 from pathlib import Path
 
-PANELS = [
-    ("reward", ("reward/",), "training reward per role"),
-    (
-        "accuracy",
-        ("rollout/accuracy", "rollout/boxed_rate", "rollout/answered_rate"),
-        "rollout accuracy and format",
-    ),
-    ("games", ("game/",), "games: invalid, draw, parse failures"),
-    ("eval", ("eval/",), "evaluation"),
-    ("learner", ("train/loss", "train/grad_norm", "train/entropy", "train/clip_frac"), "learner"),
-    ("mismatch", ("train/mismatch",), "engine vs trainer log-prob mismatch"),
-    ("speed", ("rollout/tokens_per_s", "train/tokens_per_s", "time/step_seconds"), "speed"),
-]
+from selfplay.analysis.page import write_comparison_page, write_run_page
+from selfplay.analysis.rundata import RunData
+from selfplay.analysis.sections import Options
+from selfplay.errors import UserError
 
 
-def _series(rows: list[dict], prefixes: tuple[str, ...]) -> dict[str, list[tuple[int, float]]]:
-    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for row in rows:
-        for key, value in row.items():
-            if key.startswith(prefixes) and isinstance(value, int | float):
-                if key.startswith("eval/") and key.count("/") > 3:
-                    continue  # per-seat eval rows stay in metrics.jsonl, not in the plot
-                series[key].append((row["step"], float(value)))
-    return series
+def write_report(
+    run_dir: Path, rows: list[dict] | None = None, embeddings: bool = False
+) -> Path | None:
+    """The run's page and PNGs in ``run_dir/report/``, written by the runner when a run ends
+    (``rows``: unused, kept for callers that pass the metrics they already read). Without
+    embeddings by default (``selfplay analyze`` adds them). A failure here is a warning, never
+    the end of a finished run. None when there is nothing to show."""
+    try:
+        run = RunData(Path(run_dir))
+        if not run.metrics and not run.episode_files() and not run.tasks:
+            return None
+        return write_run_page(run, options=Options(embeddings=embeddings)).parent
+    except Exception as exc:  # the run's results are safe on disk: say so and go on
+        from selfplay.tracking import console
 
-
-def write_report(run_dir: Path, rows: list[dict]) -> Path | None:
-    if not rows:
+        console.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
+                      f"`selfplay analyze {run_dir}` retries[/]")
         return None
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    out = run_dir / "report"
-    out.mkdir(exist_ok=True)
-    figures = []
-    for name, prefixes, title in PANELS:
-        series = _series(rows, prefixes)
-        if not series:
-            continue
-        fig, ax = plt.subplots(figsize=(7, 3.6))
-        for key, points in sorted(series.items())[:12]:
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, ms=3, label=key)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
-        fig.tight_layout()
-        fig.savefig(out / f"{name}.png", dpi=110)
-        plt.close(fig)
-        figures.append((name, title))
-    last = rows[-1]
-    table = "".join(
-        f"<tr><td>{html.escape(k)}</td><td>{v:.4g}</td></tr>"
-        for k, v in sorted(last.items())
-        if isinstance(v, int | float)
-    )
-    images = "".join(f"<h2>{html.escape(t)}</h2><img src='{n}.png'>" for n, t in figures)
-    (out / "index.html").write_text(
-        f"<html><head><meta charset='utf-8'><title>{html.escape(run_dir.name)}</title></head>"
-        f"<body><h1>{html.escape(run_dir.name)}</h1>{images}<h2>last row</h2>"
-        f"<table>{table}</table></body></html>"
-    )
-    return out
+def analyze(
+    run_dirs: list[Path], out: Path | None = None, embeddings: bool = True, pngs: bool = True
+) -> list[Path]:
+    """One page per run, and a comparison page when given several; returns the pages."""
+    runs = [RunData.open(path) for path in run_dirs]
+    for run in runs:
+        run.require_episodes()
+    options = Options(embeddings=embeddings, pngs=pngs)
+    pages = [write_run_page(run, options=options) for run in runs]
+    if len(runs) > 1:
+        folder = out or runs[0].path.parent / ("compare-" + "-vs-".join(r.name for r in runs))[:150]
+        pages.append(write_comparison_page(runs, folder, pngs))
+    elif out is not None:
+        raise UserError("--out names the comparison folder: give two runs or more")
+    return pages

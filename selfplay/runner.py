@@ -109,7 +109,7 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
         loop,
         BatchingPolicy(engine),
         RunLogger(run_dir, config, resume),
-        Checkpointer(run_dir, config.checkpoint.keep),
+        Checkpointer(run_dir, config.checkpoint.keep, config.checkpoint.archive_every),
     )
 
 

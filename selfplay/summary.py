@@ -22,7 +22,7 @@ def curve_summary(rows: list[dict], key: str, window: int = 5) -> tuple[float | 
     return _mean(values[:window]), _mean(values[-window:])
 
 
-def print_summary(run_dir: Path, rows: list[dict]) -> None:
+def print_summary(run_dir: Path, rows: list[dict], report: bool = True) -> None:
     console = Console()
     table = Table(title=f"summary: {run_dir}")
     table.add_column("metric")
@@ -47,4 +47,5 @@ def print_summary(run_dir: Path, rows: list[dict]) -> None:
     console.print(table)
     console.print(f"metrics: {run_dir / 'metrics.jsonl'}")
     console.print(f"episodes: {run_dir / 'episodes'}")
-    console.print(f"plots and report: {run_dir / 'report' / 'index.html'}")
+    if report:
+        console.print(f"plots and report: {run_dir / 'report' / 'index.html'}")

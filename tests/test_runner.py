@@ -45,7 +45,7 @@ def test_own_adapters_per_role_and_run_outputs(tmp_path, tiny_model_path):
         "sync/seconds",
     } <= rows[0].keys()
     assert (run_dir / "report" / "index.html").exists()
-    assert (run_dir / "report" / "reward.png").stat().st_size > 1000
+    assert (run_dir / "report" / "train-reward-solver.png").stat().st_size > 1000
 
 
 def test_wandb_offline_by_default(tmp_path, tiny_model_path, monkeypatch):

@@ -1,0 +1,150 @@
+"""``selfplay analyze``: run pages from hand-made run folders (complete, half-written, games),
+a comparison page, the real MiniLM embedder, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from selfplay.analysis.rundata import RunData
+from selfplay.analysis.sections import Options, build_sections, compute_points
+from selfplay.cli import main
+from selfplay.report import analyze
+from tests.analysis_data import make_curriculum_run, make_game_run
+
+
+def _figures(page) -> dict:
+    text = page.read_text()
+    start = text.index("<script type='application/json' id='figures-data'>") + len(
+        "<script type='application/json' id='figures-data'>")
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def _sections(run, **options):
+    return {s.anchor: s for s in build_sections(RunData.open(run), Options(**options))}
+
+
+def test_curriculum_run_sections_have_the_known_values(tmp_path):
+    sections = _sections(make_curriculum_run(tmp_path), embeddings=False)
+    difficulty = sections["difficulty"]
+    # every step: group a p̂ 3/4, group b all wrong → zero-variance share 1/2
+    assert any("zero-variance share 0.500" in line for line in difficulty.lines)
+    assert any("target p̂ 0.3–0.8 (agent0 config)" in line for line in difficulty.lines)
+    heat = next(p for p in difficulty.plots if p.name == "difficulty-phat-per-step").heatmap
+    assert [row[0] for row in heat[2]] == [1, 0, 0, 0, 0, 0, 0, 1, 0, 0]  # p̂ 0 and 0.75
+    table = sections["diversity"].tables[0]
+    iteration0 = dict(zip(table.headers, table.rows[0], strict=True))
+    assert iteration0["valid tasks"] == 4 and iteration0["exact duplicates"] == "0.500"
+    iteration1 = dict(zip(table.headers, table.rows[1], strict=True))
+    assert iteration1["valid tasks"] == 3 and iteration1["repeats of earlier"] == "0.333"
+    validity = next(p for p in sections["validity"].plots if p.name == "tasks-rates")
+    assert validity.series[0].y == [1.0, 0.75]
+    pseudo = sections["pseudo-labels"].plots[0]
+    assert pseudo.series[0].y == pytest.approx([0.8, 0.75, 0.7, 0.65])
+    assert "no games" in sections["games"].lines[0]
+    assert "no evaluations yet" in sections["evaluations"].lines[0]
+
+
+def test_evaluations_and_crossplay_results_appear_on_the_page(tmp_path):
+    run = make_curriculum_run(tmp_path)
+    rows = [{"suite": "rg:gcd", "step": s, "setting": "sampled", "problems": 4, "samples": 4,
+             "accuracy": 0.25 * s, "pass@1": 0.25 * s, "pass@4": 0.5} for s in (0, 2)]
+    (run / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "crossplay").mkdir()
+    (run / "crossplay" / "crossplay.json").write_text(json.dumps(
+        {"kind": "solver", "snapshots": [0, 2], "matrix": [[0.1, 0.2], [0.3, 0.4]]}))
+    section = _sections(run, embeddings=False)["evaluations"]
+    assert section.tables[0].rows[1][:6] == ["rg:gcd", 2, "sampled", 4, 4, "0.500"]
+    assert section.plots[0].series[0].y == [0.0, 0.5]
+    assert "cross-play (solver) of snapshots at steps [0, 2]" in section.lines[0]
+
+
+def test_compute_points_count_tokens_before_each_evaluation():
+    rows = [{"step": s, "eval/accuracy": 0.1 * s, "rollout/tokens_per_s": 10.0,
+             "rollout/seconds": 2.0} for s in range(3)]
+    rows.append({"step": 3, "final": 1, "eval/accuracy": 0.5})
+    assert compute_points(rows, "eval/accuracy") == [
+        (0.0, 0.0, 0), (20.0, 0.1, 1), (40.0, 0.2, 2), (60.0, 0.5, 3)]
+
+
+def test_game_run_has_game_tables_and_no_task_sections(tmp_path):
+    sections = _sections(make_game_run(tmp_path), embeddings=False)
+    games = sections["games"]
+    seat_rows = games.tables[0].rows  # winners 0, 1, draw, 0 (seat 1 invalid) per step
+    assert seat_rows[0][:5] == ["kuhn_poker", "mirror", 0, 8, "0.500"]
+    assert seat_rows[1][7] == "0.250"
+    assert {p.name for p in games.plots} >= {"games-training-rates", "games-eval-kuhn-poker-random"}
+    assert "no tasks.jsonl" in sections["validity"].lines[0]
+    assert all(not p.empty for s in sections.values() for p in s.plots)
+
+
+def test_half_written_run_reports_what_is_there(tmp_path):
+    run = make_curriculum_run(tmp_path, final=False)
+    with (run / "metrics.jsonl").open("a") as handle:
+        handle.write('{"step": 4, "eval/acc')  # the writer was killed mid-line
+    with (run / "episodes" / "step-000003.jsonl").open("a") as handle:
+        handle.write('{"loop": "agent0", "turns": [')
+    with (run / "tasks.jsonl").open("a") as handle:
+        handle.write('{"step": 9')
+    (run / "episodes" / "step-000004.tmp").write_text("partial")
+    [page] = analyze([run], embeddings=False, pngs=False)
+    text = page.read_text()
+    assert "did not finish" in text and "unreadable line" in text
+    assert len(_figures(page)) >= 10
+    assert all(fig["data"] for fig in _figures(page).values())
+
+
+def test_comparison_page_overlays_runs(tmp_path):
+    a = make_curriculum_run(tmp_path / "a")
+    b = make_curriculum_run(tmp_path / "b", steps=3)
+    pages = analyze([a, b], out=tmp_path / "cmp", embeddings=False, pngs=False)
+    figures = _figures(pages[-1])
+    reward = figures["plot-compare-reward-executor"]
+    assert [t["name"] for t in reward["data"]] == ["agent0-test", "agent0-test"]
+    assert [len(t["x"]) for t in reward["data"]] == [4, 3]
+    assert "train.steps" in pages[-1].read_text()  # the config difference is listed
+
+
+def test_real_minilm_embeddings_duplicates_and_paraphrases():
+    from curricula.analysis import diversity
+
+    vectors = diversity.embed_texts(["What is 2 plus 3?", "What is 2 plus 3?",
+                                     "Compute the sum of two and three.",
+                                     "Name a river in Egypt."])
+    assert vectors.shape == (4, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert diversity.near_duplicate_share(vectors[:2]) == 1.0
+    assert diversity.embedding_dispersion(vectors[:2]) == pytest.approx(0.0, abs=1e-5)
+    sims = vectors @ vectors.T
+    assert sims[0, 2] > sims[0, 3] + 0.2  # a paraphrase is closer than an unrelated question
+
+
+@pytest.mark.parametrize("setup,message", [
+    (lambda p: p, "no such directory"),
+    (lambda p: p.mkdir() or p, "no config.yaml"),
+    (lambda p: p.mkdir() or (p / "config.yaml").write_text("loop: rlvr\n") and p, "no episodes"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, setup, message):
+    folder = setup(tmp_path / "run")
+    assert main(["analyze", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_plots_rates_get_a_fixed_axis_and_empty_series_are_dropped(tmp_path):
+    from selfplay.analysis.plots import Plot, Series
+    from selfplay.analysis.sections import is_rate
+
+    rate = Plot("r", "t", "step", "share", [Series("a", [0, 1], [0.2, None]),
+                                            Series("b", [0, 1], [None, None])], rate=True)
+    figure = rate.plotly_figure()
+    assert figure["layout"]["yaxis"]["range"] == [-0.02, 1.02]
+    assert [t["name"] for t in figure["data"]] == ["a"] and figure["data"][0]["x"] == [0]
+    assert "range" not in Plot("c", "t", "step", "tokens", [Series("n", [0], [7])]
+                               ).plotly_figure()["layout"]["yaxis"]
+    assert Plot("e", "t", "step", "y", [Series("a", [0], [None])]).empty
+    assert rate.save_png(tmp_path).stat().st_size > 1000
+    assert is_rate("rollout/accuracy", [0.1, 0.9]) and is_rate("eval/x/random/loss", [0.5])
+    assert not is_rate("train/loss", [0.1]) and not is_rate("game/invalid_rate", [1.5])
