@@ -595,12 +595,17 @@ class Curriculum:
         stats.setdefault("groups", []).extend(groups)
 
     async def fill(
-        self, n: int, step: int, play: Callable[[np.ndarray], Awaitable[list[Group]]]
+        self,
+        n: int,
+        step: int,
+        play: Callable[[np.ndarray], Awaitable[list[Group]]],
+        exclude: Sequence[int] = (),
     ) -> list[Group]:
         """Draw n tasks, play and record them; DAPO: draw again for the groups it does not
-        keep, at most ``dapo_max_rounds`` more rounds. Returns the kept groups (≤ n)."""
+        keep, at most ``dapo_max_rounds`` more rounds. Returns the kept groups (≤ n).
+        ``exclude``: tasks never drawn here (e.g. an earlier pool's tasks)."""
         kept: list[Group] = []
-        drawn: list[int] = []
+        drawn: list[int] = [int(i) for i in exclude]
         rounds = 0
         while True:
             indices = self.sample(n - len(kept), step, exclude=np.asarray(drawn, np.int64))

@@ -209,9 +209,8 @@ class SpiceConfig(Strict):
     reasoner_samples: int = Field(8, ge=2)  # K = G
     invalid_reward: float = -0.1  # ρ; negative ρ has caused collapse elsewhere (docs/spice.md)
     challenger_reward: str = "variance"  # variance | uncertainty | learnability | threshold | m:f
+    # documents are drawn by `curriculum.sampler`; near_half = an alias of its `learnability`
     sampler: Literal["uniform", "near_half"] = "uniform"
-    near_half_prior: float = Field(0.5, ge=0, le=1)  # closeness to p̂ = ½ assumed for unseen docs
-    near_half_floor: float = Field(0.05, gt=0)  # every document keeps some chance
     challenger_max_tokens: int | None = Field(None, ge=8)  # None: sampling.max_new_tokens
     reasoner_max_tokens: int | None = Field(None, ge=1)
     lenient: bool = True  # reasoner answers without \boxed{}: the last number / option letter

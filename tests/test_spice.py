@@ -8,6 +8,7 @@ curricula rewards, the advantage estimators and the MiniLM contamination guard.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 
@@ -18,8 +19,6 @@ from selfplay.errors import UserError
 from selfplay.loops import make_loop
 from selfplay.loops.spice import (
     GeneratedTask,
-    NearHalfSampler,
-    UniformSampler,
     is_correct,
     parse_challenger,
     reasoner_answer,
@@ -31,7 +30,7 @@ from tests.conftest import tiny_config
 ROLES = {"challenger": {"prompt": "challenger"}, "reasoner": {"prompt": "reasoner"}}
 
 
-def spice_config(tmp_path, roles=None, **spice):
+def spice_config(tmp_path, roles=None, curriculum=None, **spice):
     settings = {
         "grounded": False,
         "documents_per_step": 5,
@@ -44,6 +43,8 @@ def spice_config(tmp_path, roles=None, **spice):
     config = tiny_config(tmp_path, loop="spice", spice=settings)
     del config["rlvr"]
     config["roles"] = roles or ROLES
+    if curriculum is not None:
+        config["curriculum"] = curriculum
     return validate(config, "test")
 
 
@@ -370,25 +371,85 @@ def test_ungrounded_prompt_has_no_document(tmp_path, tokenizer):
     assert reasoner_prompt.startswith("Item q0: what is three plus four?")
 
 
-def test_near_half_sampler_prefers_documents_near_half():
-    import random
+def two_documents(monkeypatch):
+    """Two real corpus chunks from different sources: questions written from the "HALF" one are
+    solved by every other reasoner sample (p̂ = ½), those from the "ZERO" one never (p̂ = 0)."""
+    from corpora.corpus import Chunk
 
-    sampler = NearHalfSampler(size=4, prior=0.5, floor=0.05)
-    sampler.observe(0, [0.5, 0.5])  # closeness 1
-    sampler.observe(1, [1.0])  # closeness 0
-    sampler.observe(2, [0.0])
-    rng = random.Random(0)
-    counts = [0] * 4
-    for _ in range(2000):
-        for d in sampler.choose(rng, 1):
-            counts[d] += 1
-    # weights 1.05, 0.05, 0.05, 0.55 (doc 3 unseen: the prior)
-    assert counts[0] > counts[3] > 5 * counts[1]
-    assert abs(counts[0] / 2000 - 1.05 / 1.7) < 0.04
-    restored = NearHalfSampler(size=4)
-    restored.load_state_dict(json.loads(json.dumps(sampler.state_dict())))
-    assert restored.closeness == sampler.closeness
-    assert sorted(UniformSampler(3).choose(rng, 3)) == [0, 1, 2]
+    chunks = [
+        Chunk("c-half", "HALF: the while statement repeats a block.", "while.txt", 9),
+        Chunk("c-zero", "ZERO: the pass statement does nothing.", "pass.txt", 8),
+    ]
+    monkeypatch.setattr("selfplay.loops.spice.load_documents", lambda settings: chunks)
+    calls: dict[str, int] = {}
+
+    def challenger(prompt: str, index: int) -> str:
+        kind = "h" if "HALF" in prompt else "z"
+        return f'Item {kind}{index}: what is three plus four?", "answer": "7"}}'
+
+    def reasoner(prompt: str) -> str:
+        question = re.search(r"Item (\w+)", prompt).group(1)
+        calls[question] = calls.get(question, 0) + 1
+        solved = question.startswith("h") and calls[question] % 2 == 0
+        return "\\boxed{7}" if solved else "\\boxed{5}"
+
+    return challenger, reasoner
+
+
+def document_draws(tmp_path, tokenizer, monkeypatch, steps=20, **settings):
+    """Run ``steps`` collects with one document per step; count the draws of each document."""
+    challenger, reasoner = two_documents(monkeypatch)
+    config = spice_config(tmp_path, grounded=True, documents_per_step=1, **settings)
+    loop = make_loop(config)
+    engine = ScriptedEngine(tokenizer, challenger, reasoner)
+    counts = [0, 0]
+    for step in range(steps):
+        episodes, _ = run_collect(loop, engine, step)
+        document = episodes[0].info["task_row"]["document"]
+        counts[["c-half", "c-zero"].index(document)] += 1
+    return loop, counts, episodes
+
+
+def test_documents_are_drawn_by_the_curriculum_sampler(tmp_path, tokenizer, monkeypatch):
+    """learnability (p̂(1 − p̂)) prefers the document whose questions land at p̂ = ½ over the one
+    at p̂ = 0 (seeded counts); uniform draws both about alike; the p̂ is the reasoners'."""
+    loop, counts, _ = document_draws(
+        tmp_path, tokenizer, monkeypatch, curriculum={"sampler": "learnability"}
+    )
+    buffer = loop.curriculum.buffer
+    assert buffer.ids == ["c-half", "c-zero"]
+    assert buffer.p_hat[0] == pytest.approx(0.5) and buffer.p_hat[1] == 0.0
+    assert counts[0] >= 17 and counts[1] <= 3, counts
+    _, uniform, _ = document_draws(tmp_path, tokenizer, monkeypatch)
+    assert 5 <= uniform[0] <= 15, uniform
+    # the legacy key is an alias of the curricula learnability sampler
+    legacy = make_loop(spice_config(tmp_path, grounded=True, sampler="near_half"))
+    assert legacy.curriculum.sampler.name == "learnability"
+    with pytest.raises(UserError, match="near_half is an alias of curriculum.sampler"):
+        make_loop(spice_config(tmp_path, sampler="near_half", curriculum={"sampler": "band"}))
+
+
+def test_document_curriculum_survives_a_checkpoint_and_logs_metrics(
+    tmp_path, tokenizer, monkeypatch
+):
+    loop, _, episodes = document_draws(
+        tmp_path, tokenizer, monkeypatch, steps=3, curriculum={"sampler": "plr"}
+    )
+    metrics = loop.summarize(episodes)
+    assert metrics["curriculum/drawn_groups"] == 1.0  # the step's one valid question
+    assert metrics["curriculum/effective_ratio"] in (0.0, 1.0)
+    assert "c-" in metrics["curriculum/top_tasks"]
+    state = copy.deepcopy(loop.state_dict())  # what a checkpoint pickles
+    restored = make_loop(loop.config)
+    restored.load_state_dict(state)
+    assert restored.curriculum.buffer.ids == loop.curriculum.buffer.ids
+    assert list(restored.curriculum.buffer.attempts) == list(loop.curriculum.buffer.attempts)
+    assert [restored.choose_documents(9) for _ in range(5)] == [
+        loop.choose_documents(9) for _ in range(5)
+    ]
+    loop.save_artifacts(tmp_path)
+    table = (tmp_path / "curriculum" / "tasks.csv").read_text()
+    assert "c-half" in table and "while.txt" in table
 
 
 # ---------------------------------------------------------------------- contamination

@@ -42,6 +42,7 @@ from curricula.rewards import (
     curriculum_reward_paper,
     resolve_reward,
 )
+from curricula.samplers import Curriculum, Group
 from sandbox import SandboxLimits, SandboxPool
 from selfplay.errors import UserError
 from selfplay.loops.base import Loop
@@ -211,7 +212,10 @@ class Agent0Loop(Loop):
             if settings.probe_size
             else []
         )
-        self.pool: dict[str, Any] | None = None  # {"iteration", "tasks", "order", "cursor"}
+        # {"iteration", "tasks", "indices"}: the kept tasks and their indices in the curriculum
+        self.pool: dict[str, Any] | None = None
+        # every kept pool task of every iteration is a task of the curriculum (docs/curricula.md)
+        self.curriculum = Curriculum(config.curriculum, seed=config.seed)
         # tasks.jsonl rows of the step being collected; the runner writes them (task_rows) with
         # the step's episodes, and drops the rows of redone steps on resume
         self._pending_rows: list[dict] = []
@@ -438,8 +442,24 @@ class Agent0Loop(Loop):
         if self.pool is None or self.pool["iteration"] != iteration:
             await self._build_pool(policy, step, iteration)
         pool = self.pool
-        chosen = self._next_tasks(pool)
+        count = min(self.settings.executor_tasks_per_step, len(pool["tasks"]))
+        current = set(pool["indices"])
+        others = [i for i in range(len(self.curriculum.buffer)) if i not in current]
+        kept = await self.curriculum.fill(
+            count,
+            step,
+            lambda indices: self._executor_groups(policy, step, iteration, indices),
+            exclude=others,
+        )
+        return [episode for group in kept for episode in group.payload]
+
+    async def _executor_groups(
+        self, policy: BatchingPolicy, step: int, iteration: int, indices
+    ) -> list[Group]:
+        """``executor_group_size`` rollouts of each drawn pool task, graded: one Group each."""
         s = self.settings
+        position = {index: k for k, index in enumerate(self.pool["indices"])}
+        chosen = [self.pool["tasks"][position[int(index)]] for index in indices]
         coroutines = [
             self._solve(policy, Proposal(**task["proposal"]))
             for task in chosen
@@ -470,26 +490,43 @@ class Agent0Loop(Loop):
                     },
                 )
             )
-        return episodes
+        size = s.executor_group_size
+        groups = []
+        for k, index in enumerate(indices):
+            group = episodes[k * size : (k + 1) * size]
+            groups.append(
+                Group(
+                    task=int(index),
+                    successes=float(sum(e.info["correct"] for e in group)),
+                    attempts=size,
+                    rewards=[e.rewards[EXECUTOR] for e in group],
+                    payload=group,
+                )
+            )
+        return groups
 
     def _executor_correct(self, task: dict, solve: Solve) -> bool:
         if task["proposal"]["kind"] == "code_io":
             return bool(solve.correct)
         return answers_equal(solve.answer, task["pseudo_label"], self.settings.verify_timeout_s)
 
-    def _next_tasks(self, pool: dict) -> list[dict]:
-        """The next ``executor_tasks_per_step`` kept tasks, cycling through a shuffled order."""
-        kept = pool["tasks"]
-        if not kept:
-            return []
-        chosen = []
-        for _ in range(min(self.settings.executor_tasks_per_step, len(kept))):
-            if pool["cursor"] >= len(pool["order"]):
-                pool["order"] = self.rng.sample(range(len(kept)), len(kept))
-                pool["cursor"] = 0
-            chosen.append(kept[pool["order"][pool["cursor"]]])
-            pool["cursor"] += 1
-        return chosen
+    def _add_to_curriculum(self, kept: list[dict], step: int) -> list[int]:
+        """Every kept pool task becomes a curriculum task (family = task kind / answer type,
+        difficulty = 1 − p̂), its pool estimate (k executor samples) recorded as its first
+        group, so that band / learnability / plr see the pool's p̂ from the first draw."""
+        samples = self.settings.samples_per_task
+        indices = []
+        for task in kept:
+            proposal = task["proposal"]
+            family = f"{proposal['kind']}/{proposal['answer_type'] or proposal['mode'] or '?'}"
+            index = self.curriculum.add(task["task_id"], family, 1.0 - task["p_hat"])
+            p_hat = task["p_hat"]
+            # mean |r − r̄| of k Bernoulli answers with pass rate p̂ (PLR's score)
+            self.curriculum.buffer.record(
+                index, p_hat * samples, samples, step, 2 * p_hat * (1 - p_hat)
+            )
+            indices.append(index)
+        return indices
 
     async def _build_pool(self, policy: BatchingPolicy, step: int, iteration: int) -> None:
         """Frozen curriculum → pool; k executor samples per task (and the probe set) in the
@@ -520,8 +557,8 @@ class Agent0Loop(Loop):
                         "proposal": dataclasses.asdict(task.proposal),
                     }
                 )
-        order = self.rng.sample(range(len(kept)), len(kept))
-        self.pool = {"iteration": iteration, "tasks": kept, "order": order, "cursor": 0}
+        indices = self._add_to_curriculum(kept, step)
+        self.pool = {"iteration": iteration, "tasks": kept, "indices": indices}
         self._write_pool(iteration, records)
         self._pending_rows += rows
         valid_tasks = [t for t in tasks if t.proposal.valid]
@@ -656,6 +693,8 @@ class Agent0Loop(Loop):
         iteration, phase = self.phase(step)
         metrics |= {"agent0/iteration": float(iteration), "agent0/phase": float(phase == EXECUTOR)}
         metrics |= self._step_metrics.pop(step, {})
+        if phase == EXECUTOR:  # the executor's draws: effective-prompt ratio, top tasks, ...
+            metrics |= self.curriculum.metrics(step)
         if not episodes:
             return metrics
         if phase == CURRICULUM:
@@ -682,12 +721,23 @@ class Agent0Loop(Loop):
             }
         return metrics
 
+    def save_artifacts(self, run_dir) -> None:
+        """The per-task table of the executor's curriculum: ``curriculum/tasks.csv``."""
+        self.curriculum.buffer.write_csv(run_dir / "curriculum" / "tasks.csv")
+
     def state_dict(self) -> dict:
-        return super().state_dict() | {"pool": self.pool}
+        return super().state_dict() | {
+            "pool": self.pool,
+            "curriculum": self.curriculum.state_dict(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.pool = state["pool"]
+        if "curriculum" in state:
+            self.curriculum.load_state_dict(state["curriculum"])
+        if self.pool is not None and "indices" not in self.pool:  # a checkpoint from before
+            raise UserError("this agent0 checkpoint predates the curriculum; start a new run")
 
 
 def degenerate(answer: str | None) -> bool:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from curricula.answers import answers_equal, grade_answer, last_boxed
 from curricula.rewards import resolve_reward
+from curricula.samplers import Curriculum, Group
 from selfplay.errors import UserError
 from selfplay.loops.base import Loop
 from selfplay.loops.rlvr import build_tasks
@@ -309,74 +311,31 @@ def is_correct(predicted: str | None, task: GeneratedTask, timeout_s: float = 2.
     return answers_equal(predicted.replace(",", ""), task.answer, timeout_s=timeout_s)
 
 
-# ---------------------------------------------------------------------- document samplers
-class UniformSampler:
-    """The paper's sampler: documents uniformly at random, without replacement within a step."""
-
-    name = "uniform"
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-
-    def choose(self, rng, count: int) -> list[int]:
-        if count <= self.size:
-            return rng.sample(range(self.size), count)
-        return list(range(self.size)) + rng.choices(range(self.size), k=count - self.size)
-
-    def observe(self, document: int, pass_rates: list[float]) -> None:
-        """Uniform sampling learns nothing from outcomes."""
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
+# ---------------------------------------------------------------------- document choice
+def document_sampler(settings, curriculum_settings):
+    """The curriculum settings that choose documents: ``curriculum.sampler``, or ``learnability``
+    when the legacy ``spice.sampler: near_half`` asks for documents whose questions land near
+    p̂ = ½ (p̂(1 − p̂) is largest there; docs/spice.md)."""
+    if settings.sampler != "near_half":
+        return curriculum_settings
+    if curriculum_settings.sampler not in ("uniform", "learnability"):
+        raise UserError(
+            f"spice.sampler: near_half is an alias of curriculum.sampler: learnability; "
+            f"it conflicts with curriculum.sampler: {curriculum_settings.sampler} (drop one)"
+        )
+    return curriculum_settings.model_copy(update={"sampler": "learnability"})
 
 
-class NearHalfSampler(UniformSampler):
-    """Prefer documents whose questions landed near p̂ = ½.
-
-    Each document keeps c_d, a running mean (EMA, ``decay``) of 1 − 2|p̂ − ½| over its valid
-    questions; unseen documents get ``prior``. Documents are drawn without replacement with
-    weight ``floor`` + c_d (Efraimidis–Spirakis keys u^(1/w)). This is the seam where the
-    curricula samplers (REFERENCE §5) plug in: anything with choose / observe / state_dict.
-    """
-
-    name = "near_half"
-
-    def __init__(self, size: int, prior: float = 0.5, floor: float = 0.05, decay: float = 0.5):
-        super().__init__(size)
-        self.prior, self.floor, self.decay = prior, floor, decay
-        self.closeness: dict[int, float] = {}
-
-    def weight(self, document: int) -> float:
-        return self.floor + self.closeness.get(document, self.prior)
-
-    def choose(self, rng, count: int) -> list[int]:
-        if count >= self.size:
-            return super().choose(rng, count)
-        keys = [(rng.random() ** (1.0 / self.weight(d)), d) for d in range(self.size)]
-        return [d for _, d in sorted(keys, reverse=True)[:count]]
-
-    def observe(self, document: int, pass_rates: list[float]) -> None:
-        for p_hat in pass_rates:
-            closeness = 1.0 - 2.0 * abs(p_hat - 0.5)
-            before = self.closeness.get(document)
-            self.closeness[document] = (
-                closeness if before is None else self.decay * before + (1 - self.decay) * closeness
-            )
-
-    def state_dict(self) -> dict:
-        return {"closeness": [[d, c] for d, c in self.closeness.items()]}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.closeness = {int(d): float(c) for d, c in state.get("closeness", [])}
-
-
-def make_sampler(settings, size: int) -> UniformSampler:
-    if settings.sampler == "near_half":
-        return NearHalfSampler(size, settings.near_half_prior, settings.near_half_floor)
-    return UniformSampler(size)
+def document_ids(documents) -> list[str]:
+    """Curriculum task ids: the chunk ids (a hash of the text), ``#k`` added to a repeated one
+    so that task index k is always document k."""
+    ids: list[str] = []
+    taken: set[str] = set()
+    for k, document in enumerate(documents):
+        task_id = document.id if document.id not in taken else f"{document.id}#{k}"
+        taken.add(task_id)
+        ids.append(task_id)
+    return ids
 
 
 # ---------------------------------------------------------------------- documents and guard
@@ -448,7 +407,16 @@ class SpiceLoop(Loop):
         self.settings = config.spice
         self.reward_function = resolve_reward(self.settings.challenger_reward)
         self.documents = load_documents(self.settings)
-        self.sampler = make_sampler(self.settings, len(self.documents))
+        # the documents are the curriculum's task space: one task per chunk, family = its source
+        self.curriculum = Curriculum(
+            document_sampler(self.settings, config.curriculum), seed=config.seed
+        )
+        self.curriculum.buffer.add_many(
+            document_ids(self.documents),
+            [d.source for d in self.documents],
+            [math.nan] * len(self.documents),
+        )
+        self._step_metrics: dict[int, dict] = {}  # step → the curriculum's state after collect
         self.eval_tasks = (
             build_tasks(
                 self.settings.eval_reasoning,
@@ -556,14 +524,34 @@ class SpiceLoop(Loop):
             if copied:
                 attempt.contaminated, attempt.reason = True, "near-duplicate of an evaluation item"
 
-    def choose_documents(self) -> list[int | None]:
+    def choose_documents(self, step: int) -> list[int | None]:
+        """``documents_per_step`` chunks drawn by the curriculum, distinct while there are
+        enough (then the rest with replacement)."""
         count = self.settings.documents_per_step
         if not self.settings.grounded:
             return [None] * count
-        return self.sampler.choose(self.rng, count)
+        chosen = self.curriculum.sample(min(count, len(self.documents)), step).tolist()
+        if count > len(chosen):
+            chosen += self.curriculum.sample(count - len(chosen), step, replace=True).tolist()
+        return [int(d) for d in chosen]
+
+    def record_documents(self, attempts: list[Attempt], step: int) -> None:
+        """One curriculum group per valid question: its K reasoner samples on its document, so
+        a document's p̂ is the reasoners' pass rate on the questions written from it."""
+        groups = [
+            Group(
+                task=a.document,
+                successes=float(sum(a.correct)),
+                attempts=len(a.correct),
+                rewards=[float(ok) for ok in a.correct],
+            )
+            for a in attempts
+            if a.valid and a.document is not None and a.correct
+        ]
+        self.curriculum.record(groups, step)
 
     async def collect(self, policy: BatchingPolicy, step: int) -> list[Episode]:
-        documents = self.choose_documents()
+        documents = self.choose_documents(step)
         attempts: list[Attempt] = []
         pending = list(range(len(documents)))
         per_round = self.settings.attempts_per_document
@@ -591,8 +579,8 @@ class SpiceLoop(Loop):
             episodes += self._reasoner_episodes(step, attempt, results)
         for attempt in attempts:
             attempt.reward = self.challenger_reward(attempt)
-            if attempt.valid and attempt.document is not None:
-                self.sampler.observe(attempt.document, [attempt.p_hat])
+        self.record_documents(attempts, step)
+        self._step_metrics[step] = self.curriculum.metrics(step)
         return [self._challenger_episode(step, a) for a in attempts] + episodes
 
     # ------------------------------------------------------------------ episodes
@@ -658,6 +646,8 @@ class SpiceLoop(Loop):
     # ------------------------------------------------------------------ metrics
     def summarize(self, episodes: list[Episode]) -> dict[str, float]:
         metrics = super().summarize(episodes)
+        if self._step_metrics:  # the oldest step collected (async: the next may be in flight)
+            metrics |= self._step_metrics.pop(min(self._step_metrics))
         attempts = [e for e in episodes if e.env == CHALLENGER]
         rows = [e.info["task_row"] for e in attempts]
         valid = [r for r in rows if r["valid"]]
@@ -714,9 +704,16 @@ class SpiceLoop(Loop):
         return metrics
 
     # ------------------------------------------------------------------ state
+    def save_artifacts(self, run_dir: Path) -> None:
+        """The per-document table of the curriculum: ``curriculum/tasks.csv``."""
+        self.curriculum.buffer.write_csv(run_dir / "curriculum" / "tasks.csv")
+
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "sampler": self.sampler.state_dict()}
+        return {**super().state_dict(), "curriculum": self.curriculum.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.sampler.load_state_dict(state.get("sampler", {}))
+        if "curriculum" in state:  # checkpoints from before the curriculum have none
+            if state["curriculum"]["buffer"]["ids"] != self.curriculum.buffer.ids:
+                raise UserError("the checkpoint's documents differ from the config's corpus")
+            self.curriculum.load_state_dict(state["curriculum"])
