@@ -446,6 +446,7 @@ def test_bad_input_is_one_line(tmp_path):
         "As mentioned above, which keyword ends a loop?",
         "In the given document, which keyword ends a loop?",
         "What does the author call a lambda?",
+        "Is 'the passage' on the previous video?",
     ],
 )
 def test_questions_that_lean_on_the_document_are_invalid(question):
