@@ -132,10 +132,11 @@ def bleu_matrix(texts: list[str], max_order: int = 4, epsilon: float = 0.1) -> n
     )
     size = len(texts)
     length = np.asarray(lengths, dtype=np.float64)
+    by_order = _ngram_entries(counts, max_order)
     log_precision_sum = np.zeros((size, size))
     unigram_matches = None
     for order in range(1, max_order + 1):
-        matches = _clipped_matches(list(counts), order, size)
+        matches = _clipped_matches(*by_order[order], size)
         if order == 1:
             unigram_matches = matches
         total = np.maximum(length - order + 1, 1.0)[:, None]  # hypothesis n-grams (rows)
@@ -149,25 +150,34 @@ def bleu_matrix(texts: list[str], max_order: int = 4, epsilon: float = 0.1) -> n
     return np.where(unigram_matches > 0, scores, 0.0)
 
 
-def _clipped_matches(counts: list[Counter], order: int, size: int) -> np.ndarray:
-    """M[i, j] = Σ_g min(count_i(g), count_j(g)) over the n-grams g of one order."""
+def _ngram_entries(counts, max_order: int) -> dict[int, tuple[np.ndarray, ...]]:
+    """Per n-gram order: (row, n-gram column, count) arrays of every text's n-gram counts."""
+    entries: dict[int, tuple[list, list, list]] = {n: ([], [], []) for n in range(1, max_order + 1)}
     vocabulary: dict[tuple[str, ...], int] = {}
-    rows, cols, values = [], [], []
     for row, counter in enumerate(counts):
         for gram, count in counter.items():
-            if len(gram) == order:
-                rows.append(row)
-                cols.append(vocabulary.setdefault(gram, len(vocabulary)))
-                values.append(count)
+            rows, cols, values = entries[len(gram)]
+            rows.append(row)
+            cols.append(vocabulary.setdefault(gram, len(vocabulary)))
+            values.append(count)
+    return {
+        n: (np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64), np.asarray(v))
+        for n, (r, c, v) in entries.items()
+    }
+
+
+def _clipped_matches(
+    rows: np.ndarray, cols: np.ndarray, values: np.ndarray, size: int
+) -> np.ndarray:
+    """M[i, j] = Σ_g min(count_i(g), count_j(g)) = Σ_t Σ_g [count_i(g) ≥ t]·[count_j(g) ≥ t]."""
     matches = np.zeros((size, size))
-    if not values:
+    if not len(values):
         return matches
-    values_array = np.asarray(values)
-    for level in range(1, int(values_array.max()) + 1):
-        present = values_array >= level
+    width = int(cols.max()) + 1
+    for level in range(1, int(values.max()) + 1):
+        present = values >= level
         indicator = sparse.csr_matrix(
-            (np.ones(int(present.sum())), (np.asarray(rows)[present], np.asarray(cols)[present])),
-            shape=(size, len(vocabulary)),
+            (np.ones(int(present.sum())), (rows[present], cols[present])), shape=(size, width)
         )
         matches += (indicator @ indicator.T).toarray()
     return matches

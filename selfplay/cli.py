@@ -139,6 +139,10 @@ def cmd_bench(args) -> int:
         from sandbox.bench import run_benchmark
 
         run_benchmark(calls=args.calls)
+    elif args.what == "rewards":
+        from selfplay.bench.rewards import bench_rewards
+
+        bench_rewards(count=args.questions)
     elif args.what == "step":
         from selfplay.bench.step import bench_step
 
@@ -192,7 +196,9 @@ def parser() -> argparse.ArgumentParser:
     add_corpus_parser(sub).set_defaults(func=cmd_corpus)
 
     bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")
-    bench.add_argument("what", choices=["engine", "learner", "sandbox", "step", "corpus"])
+    bench.add_argument(
+        "what", choices=["engine", "learner", "sandbox", "step", "corpus", "rewards"]
+    )
     bench.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     bench.add_argument("--model", default="embedded")
     bench.add_argument("--prompts", type=int, default=32)
@@ -200,6 +206,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch", type=int, default=16)
     bench.add_argument("--seq-len", type=int, default=256)
     bench.add_argument("--calls", type=int, default=200)
+    bench.add_argument("--questions", type=int, default=512, help="rewards: questions to cluster")
     bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
     bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
     bench.add_argument("--staleness", type=int, default=1, help="step: async max staleness")

@@ -106,6 +106,7 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
     torch.manual_seed(config.seed)
     model_path = resolve_model_path(config.model.path)
     loop = loop or make_loop(config)
+    loop.bind_run(run_dir)
     engine = build_engine(config, model_path)
     learner = Learner(model_path, learner_settings(config), config.adapters(), config.engine.device)
     return World(

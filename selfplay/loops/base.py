@@ -7,6 +7,7 @@ policy. It never calls a model directly: it awaits ``policy(request)``.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 from roles import RolePrompt, load_role
@@ -29,6 +30,12 @@ class Loop:
             role: load_role(spec.prompt) for role, spec in config.roles.items()
         }
         self.baseline = RAEBaseline(config.advantage.rae_alpha, config.advantage.rae_order)
+        self.run_dir: Path | None = None
+
+    def bind_run(self, run_dir: Path) -> None:
+        """The run folder (the runner calls this before the first step): loops that write
+        ``tasks.jsonl`` or task pools write them there."""
+        self.run_dir = run_dir
 
     def require_roles(self, *roles: str) -> None:
         """Fail in one line when the experiment lacks a role this loop plays."""
