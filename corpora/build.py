@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import time
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,7 @@ def build_corpus(
     target = corpora_dir(cache_dir) / check_name(name)
     resolve_embedding_model(settings.embedding_model)  # an unknown model fails before any work
     documents = read_sources(list(sources), settings.text_field)
-    embedder = embedder or shared_embedder(settings.embedding_model, settings.batch_size)
+    embedder = embedder or shared_embedder(settings.embedding_model)
     tokenizer = _chunking_tokenizer(settings.tokenizer, embedder)
 
     chunks = chunk_documents(documents, tokenizer, settings)
@@ -86,7 +87,7 @@ def build_corpus(
             f"({settings.batch_size}): add documents or lower --batch-size"
         )
 
-    vectors, n_embedded = embed_with_cache(chunks, embedder, target, progress)
+    vectors, n_embedded = embed_with_cache(chunks, embedder, target, settings.batch_size, progress)
     params = index_params(choose_kind(len(chunks), settings), len(chunks), settings)
     index = build_index(vectors, params)
     keep = near_duplicate_keep_mask(index, vectors, settings.dedup_threshold)
@@ -124,6 +125,11 @@ def build_corpus(
 def _chunking_tokenizer(spec: str, embedder: Embedder):
     if spec == "embedding":
         return embedder.tokenizer
+    return _model_tokenizer(spec)
+
+
+@cache
+def _model_tokenizer(spec: str):
     from selfplay.models import load_tokenizer, resolve_model_path
 
     tokenizer = load_tokenizer(resolve_model_path(spec))
@@ -178,13 +184,13 @@ def near_duplicate_keep_mask(index, vectors: np.ndarray, threshold: float) -> np
 
 
 def embed_with_cache(
-    chunks: list[Chunk], embedder: Embedder, target: Path, progress: bool
+    chunks: list[Chunk], embedder: Embedder, target: Path, batch_size: int, progress: bool
 ) -> tuple[np.ndarray, int]:
     """Vectors for ``chunks``: reused from the previous build when its model and the chunk's
     text are the same, embedded otherwise. Returns (vectors, how many were embedded now)."""
     cached = _previous_vectors(target, embedder)
     missing = [c for c in chunks if c.id not in cached]
-    fresh = embedder.embed([c.text for c in missing], progress=progress)
+    fresh = embedder.embed([c.text for c in missing], progress=progress, batch_size=batch_size)
     cached.update(zip((c.id for c in missing), fresh, strict=True))
     vectors = np.stack([cached[c.id] for c in chunks]).astype(np.float32)
     return vectors, len(missing)
@@ -209,6 +215,7 @@ def _write_atomically(target: Path, chunks, vectors, index, manifest) -> None:
     """Write into a hidden sibling folder, then swap it in with renames."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.building-"))
+    tmp.chmod(0o755)  # mkdtemp makes it private; a corpus is as readable as the rest of the cache
     old = target.parent / f".{target.name}.old-{os.getpid()}"
     try:
         write_chunks(tmp / CHUNKS, chunks)
@@ -217,7 +224,12 @@ def _write_atomically(target: Path, chunks, vectors, index, manifest) -> None:
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if target.exists():
             os.replace(target, old)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / MANIFEST).exists():
+                raise
+            # another process finished the same build between our two renames: keep theirs
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)

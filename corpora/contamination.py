@@ -30,7 +30,7 @@ class ContaminationGuard:
         if not 0 < threshold <= 1:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.threshold = threshold
-        self.embedder = embedder or shared_embedder(MINILM, 32)
+        self.embedder = embedder or shared_embedder(MINILM)
         self.items = list(texts)
         self._keys = {_key(t) for t in self.items}
         self.index = None

@@ -60,9 +60,10 @@ def list_corpora(cache_dir: Path | None = None) -> list[str]:
 
 
 @cache
-def shared_embedder(spec: str, batch_size: int) -> Embedder:
-    """One loaded model per spec and batch size for the whole process (loading takes seconds)."""
-    return Embedder(spec, batch_size=batch_size)
+def shared_embedder(spec: str) -> Embedder:
+    """One loaded model per spec for the whole process (loading takes seconds); callers pass
+    their batch size to ``embed``."""
+    return Embedder(spec)
 
 
 class Corpus:
@@ -81,12 +82,11 @@ class Corpus:
 
     @property
     def embedder(self) -> Embedder:
-        settings = self.manifest["settings"]
-        return shared_embedder(settings["embedding_model"], settings["batch_size"])
+        return shared_embedder(self.manifest["settings"]["embedding_model"])
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """float32 [len(texts), dim], unit rows, from the model the corpus was built with."""
-        return self.embedder.embed(list(texts))
+        return self.embedder.embed(list(texts), batch_size=self.manifest["settings"]["batch_size"])
 
     def vectors(self) -> np.ndarray:
         """The chunk vectors in chunk order (memory-mapped: cheap for big corpora)."""

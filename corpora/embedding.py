@@ -76,12 +76,14 @@ class Embedder:
     def tokenizer(self):
         return self.model.tokenizer
 
-    def embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
+    def embed(
+        self, texts: list[str], progress: bool = False, batch_size: int | None = None
+    ) -> np.ndarray:
         """float32 [len(texts), dim], rows of unit length; long texts averaged over windows."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         pieces, owner, weight = self._windows(texts)
-        piece_vectors = self._encode_sorted(pieces, progress)
+        piece_vectors = self._encode_sorted(pieces, progress, batch_size or self.batch_size)
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         np.add.at(vectors, owner, piece_vectors * weight[:, None])
         self.texts_embedded += len(texts)
@@ -95,10 +97,9 @@ class Embedder:
         owner: list[int] = []
         weight: list[float] = []
         for i, text in enumerate(texts):
+            # a text shorter than the window in characters is shorter in word pieces too
             spans = chunk_text(text, self.tokenizer, window, 0) if len(text) > window else []
-            if (
-                len(spans) > 1
-            ):  # (a text shorter than the window in characters is shorter in tokens)
+            if len(spans) > 1:
                 pieces.extend(span.text for span in spans)
                 weight.extend(float(span.n_tokens) for span in spans)
             else:
@@ -107,11 +108,11 @@ class Embedder:
             owner.extend([i] * (len(pieces) - len(owner)))
         return pieces, np.asarray(owner), np.asarray(weight, dtype=np.float32)
 
-    def _encode_sorted(self, pieces: list[str], progress: bool) -> np.ndarray:
+    def _encode_sorted(self, pieces: list[str], progress: bool, batch_size: int) -> np.ndarray:
         """Encode in batches of similar length (less padding), in the caller's order."""
         order = np.argsort([-len(p) for p in pieces], kind="stable")
         out = np.zeros((len(pieces), self.dim), dtype=np.float32)
-        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
         with _progress(progress, len(pieces)) as advance:
             for batch in batches:
                 out[batch] = self.model.encode(

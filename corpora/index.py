@@ -13,7 +13,7 @@ import numpy as np
 from selfplay.errors import UserError
 
 IVF_MIN_POINTS_PER_LIST = 39  # FAISS's own floor for training k-means without a warning
-IVF_TRAIN_POINTS_PER_LIST = 64  # training sample: enough for stable centroids, fast on a laptop
+IVF_TRAIN_POINTS_PER_LIST = 40  # k-means sample: just above that floor; training cost ∝ it
 ADD_BLOCK = 50_000
 
 

@@ -1,5 +1,6 @@
 """Sources → clean documents: folders, files, saved or hub datasets, and the built-in
-``pydoc-topics`` (the Python reference topics every CPython carries in ``pydoc_data``).
+``pydoc-topics`` (the Python reference topics every CPython carries in ``pydoc_data``;
+``pydoc-topics:assert,for`` picks some).
 
 A document is ``(source, text)``: ``source`` names where it came from precisely enough to find
 it again (``docs/a.md``, ``rows.jsonl#12``, ``pydoc-topics/assert``).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,14 +32,23 @@ class Document:
 
 
 # ---------------------------------------------------------------------- cleaning
+_BLOCK_TAGS = [
+    "p", "div", "br", "li", "tr", "pre", "section", "article", "table", "blockquote",
+    "dd", "dt", "h1", "h2", "h3", "h4", "h5", "h6",
+]  # fmt: skip
+
+
 def html_to_text(html: str) -> str:
-    """Visible text of an HTML page (scripts, styles and navigation dropped)."""
+    """Visible text of an HTML page (scripts, styles and navigation dropped); block elements
+    end their line, inline ones (<b>, <a>) flow with the text around them."""
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup(["script", "style", "noscript", "nav", "header", "footer"]):
         tag.decompose()
-    return soup.get_text("\n")
+    for tag in soup(_BLOCK_TAGS):
+        tag.append("\n")
+    return soup.get_text()
 
 
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")
@@ -74,8 +85,8 @@ def read_sources(sources: list[str], text_field: str = "text") -> list[Document]
 
 
 def _read_source(source: str, text_field: str) -> Iterator[Document]:
-    if source == PYDOC_TOPICS:
-        yield from _pydoc_topics()
+    if source == PYDOC_TOPICS or source.startswith(PYDOC_TOPICS + ":"):
+        yield from _pydoc_topics(source.partition(":")[2])
         return
     path = Path(source).expanduser()
     if path.is_dir():
@@ -91,11 +102,19 @@ def _read_source(source: str, text_field: str) -> Iterator[Document]:
         yield from _dataset_rows(_load_hub_dataset(source), source, text_field)
 
 
-def _pydoc_topics() -> Iterator[Document]:
+def _pydoc_topics(names: str = "") -> Iterator[Document]:
+    """All topics, or those named (``pydoc-topics:assert,for``)."""
     import pydoc_data.topics
 
-    for name, text in sorted(pydoc_data.topics.topics.items()):
-        yield Document(f"{PYDOC_TOPICS}/{name}", text)
+    topics = pydoc_data.topics.topics
+    wanted = [n for n in names.split(",") if n] or sorted(topics)
+    unknown = [n for n in wanted if n not in topics]
+    if unknown:
+        raise UserError(
+            f"unknown pydoc topic {unknown[0]!r} (e.g. {', '.join(sorted(topics)[:5])})"
+        )
+    for name in wanted:
+        yield Document(f"{PYDOC_TOPICS}/{name}", topics[name])
 
 
 def _read_folder(folder: Path, text_field: str) -> Iterator[Document]:
@@ -130,7 +149,7 @@ def _is_saved_dataset(path: Path) -> bool:
 def _quiet_datasets() -> None:
     import datasets
 
-    datasets.logging.set_verbosity_error()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # errors become UserErrors
     datasets.disable_progress_bars()
 
 
@@ -154,16 +173,36 @@ def _load_file_dataset(kind: str, path: Path):
         raise UserError(f"source file {path} is unreadable as {kind}: {_first_line(exc)}") from exc
 
 
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    """One quick connection attempt, so that no network fails at once instead of after the
+    hub client's retries (about a minute)."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
 def _load_hub_dataset(spec: str):
     """``owner/name`` or ``owner/name:split`` from the hub; needs network (or the HF cache)."""
     import datasets
+    import huggingface_hub
 
     _quiet_datasets()
+    huggingface_hub.utils.logging.set_verbosity_error()
+    if not _hub_reachable():
+        os.environ["HF_HUB_OFFLINE"] = "1"  # only the local HF cache can answer now
     name, _, split = spec.partition(":")
     try:
         return datasets.load_dataset(name, split=split or "train")
     except Exception as exc:
-        offline = " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") else ""
+        offline = (
+            " (no network: only the local HF cache was searched)"
+            if os.environ.get("HF_HUB_OFFLINE") == "1"
+            else ""
+        )
         raise UserError(
             f"source {spec} is not a file, a folder or a dataset the datasets library could "
             f"open{offline}: {_first_line(exc)}"

@@ -124,6 +124,8 @@ def cmd_bench(args) -> int:
             texts=args.texts,
             batch_size=args.embed_batch,
             indexes=args.indexes,
+            data=args.data,
+            spread=args.spread,
         )
     elif args.what == "engine":
         from selfplay.bench.engine import bench_engine
@@ -217,6 +219,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--indexes", default="ivf,hnsw", help="corpus: approximate indexes to time (ivf,hnsw)"
     )
+    bench.add_argument("--data", default="clustered", help="corpus: clustered | uniform vectors")
+    bench.add_argument("--spread", type=float, default=3.0, help="corpus: clustered noise norm")
     bench.add_argument("overrides", nargs="*", help="step: key=value overrides of the experiment")
     bench.set_defaults(func=cmd_bench)
     return top
