@@ -244,6 +244,10 @@ MC_JSON = (
 def test_parse_multiple_choice_json():
     task, reason = parse_challenger(MC_JSON)
     assert reason == ""
+    stem = MC_JSON.replace(
+        "Which keyword defines a function in Python?", "Functions are defined by:"
+    )
+    assert parse_challenger(stem)[1] == ""  # an mc stem need not end in "?"
     assert (task.answer_type, task.answer) == ("mc", "A")
     assert task.text().splitlines()[1:] == ["A) def", "B) fun", "C) lambda x", "D) func"]
 

@@ -235,7 +235,7 @@ def parse_challenger(
         kind = "free"
     if task is None:
         return None, reason
-    if "?" not in question:
+    if kind == "free" and "?" not in question:  # mc stems may end in ":" ("... is:")
         return None, "not a question"
     if gives_answer_away(task):
         return None, "answer given in the question"
