@@ -245,6 +245,10 @@ MC_JSON = (
 def test_parse_multiple_choice_json():
     task, reason = parse_challenger(MC_JSON)
     assert reason == ""
+    stem = MC_JSON.replace(
+        "Which keyword defines a function in Python?", "Functions are defined by:"
+    )
+    assert parse_challenger(stem)[1] == ""  # an mc stem need not end in "?"
     assert (task.answer_type, task.answer) == ("mc", "A")
     assert task.text().splitlines()[1:] == ["A) def", "B) fun", "C) lambda x", "D) func"]
 
@@ -507,6 +511,7 @@ def test_bad_input_is_one_line(tmp_path):
         "As mentioned above, which keyword ends a loop?",
         "In the given document, which keyword ends a loop?",
         "What does the author call a lambda?",
+        "Is 'the passage' on the previous video?",
     ],
 )
 def test_questions_that_lean_on_the_document_are_invalid(question):

@@ -78,7 +78,7 @@ _NOT_SELF_CONTAINED = re.compile(
     r"(?:above|below|says|states|mentions|describes|discusses)\b"
     r"|\b(?:this|the\s+given|the\s+above|the\s+provided)\s+(?:passage|document|text|excerpt|article)\b"
     r"|\bas\s+(?:mentioned|described|stated|discussed|shown)\s+(?:above|earlier|before)\b"
-    r"|\bthe\s+author\b",
+    r"|\bthe\s+(?:passage|excerpt|author)\b",
     re.IGNORECASE,
 )
 # a JSON string value, closed by the quote that is followed by `,"`, `}` or the end of the line
@@ -237,7 +237,7 @@ def parse_challenger(
         kind = "free"
     if task is None:
         return None, reason
-    if "?" not in question:
+    if kind == "free" and "?" not in question:  # mc stems may end in ":" ("... is:")
         return None, "not a question"
     if gives_answer_away(task):
         return None, "answer given in the question"
