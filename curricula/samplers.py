@@ -558,6 +558,24 @@ class Group:
         return sum(abs(r - mean) for r in self.rewards) / len(self.rewards)
 
 
+def groups_of(indices: Sequence[int], episodes: Sequence[Any], size: int, role: str) -> list[Group]:
+    """Episodes played ``size`` per task, in the order of ``indices``, as one ``Group`` per task:
+    successes = episodes whose ``info["correct"]`` is true, rewards = the ``role``'s rewards."""
+    groups = []
+    for k, index in enumerate(indices):
+        members = episodes[k * size : (k + 1) * size]
+        groups.append(
+            Group(
+                task=int(index),
+                successes=float(sum(bool(e.info["correct"]) for e in members)),
+                attempts=size,
+                rewards=[e.rewards[role] for e in members],
+                payload=members,
+            )
+        )
+    return groups
+
+
 class Curriculum:
     """A buffer and a sampler, as a loop uses them::
 

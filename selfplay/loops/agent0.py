@@ -42,7 +42,7 @@ from curricula.rewards import (
     curriculum_reward_paper,
     resolve_reward,
 )
-from curricula.samplers import Curriculum, Group
+from curricula.samplers import Curriculum, Group, groups_of
 from sandbox import SandboxLimits, SandboxPool
 from selfplay.errors import UserError
 from selfplay.loops.base import Loop
@@ -193,6 +193,7 @@ class ScoredTask:
 class Agent0Loop(Loop):
     name = "agent0"
     supplies_pass_rate = True  # executor episodes carry p̂ in info["pass_rate"] (ADPO)
+    curriculum_fixed_tasks = False  # every iteration adds its pool's tasks
 
     def __init__(self, config) -> None:
         super().__init__(config)
@@ -491,19 +492,7 @@ class Agent0Loop(Loop):
                 )
             )
         size = s.executor_group_size
-        groups = []
-        for k, index in enumerate(indices):
-            group = episodes[k * size : (k + 1) * size]
-            groups.append(
-                Group(
-                    task=int(index),
-                    successes=float(sum(e.info["correct"] for e in group)),
-                    attempts=size,
-                    rewards=[e.rewards[EXECUTOR] for e in group],
-                    payload=group,
-                )
-            )
-        return groups
+        return groups_of(indices, episodes, size, EXECUTOR)
 
     def _executor_correct(self, task: dict, solve: Solve) -> bool:
         if task["proposal"]["kind"] == "code_io":
@@ -721,21 +710,12 @@ class Agent0Loop(Loop):
             }
         return metrics
 
-    def save_artifacts(self, run_dir) -> None:
-        """The per-task table of the executor's curriculum: ``curriculum/tasks.csv``."""
-        self.curriculum.buffer.write_csv(run_dir / "curriculum" / "tasks.csv")
-
     def state_dict(self) -> dict:
-        return super().state_dict() | {
-            "pool": self.pool,
-            "curriculum": self.curriculum.state_dict(),
-        }
+        return super().state_dict() | {"pool": self.pool}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.pool = state["pool"]
-        if "curriculum" in state:
-            self.curriculum.load_state_dict(state["curriculum"])
         if self.pool is not None and "indices" not in self.pool:  # a checkpoint from before
             raise UserError("this agent0 checkpoint predates the curriculum; start a new run")
 

@@ -21,6 +21,11 @@ from selfplay.types import Completion, Episode, Request, Sample, SamplingParams,
 
 class Loop:
     name = "base"
+    # the loop's task buffer and sampler (curricula.samplers.Curriculum), if it draws tasks
+    # through one; its state goes into checkpoints and its table into the run folder
+    curriculum = None
+    curriculum_tasks = "tasks"  # what its tasks are, for the resume check's error
+    curriculum_fixed_tasks = True  # the task set comes from the config (agent0's grows)
     default_estimator = "group"  # "group": the loss preset's group estimator; "rae": SPIRAL
     # Whether the loop puts a per-task pass rate p̂ in ``Episode.info["pass_rate"]`` (Agent0's
     # self-consistency does). ADPO is a function of p̂: without it every sample would get
@@ -170,12 +175,26 @@ class Loop:
         """Release loop resources (sandbox pools, games)."""
 
     def save_artifacts(self, run_dir) -> None:
-        """Write human-readable loop state into the run folder (called at each checkpoint)."""
+        """Write human-readable loop state into the run folder (called at each checkpoint):
+        the curriculum's per-task table, ``curriculum/tasks.csv``, for loops that have one."""
+        if self.curriculum is not None:
+            self.curriculum.buffer.write_csv(Path(run_dir) / "curriculum" / "tasks.csv")
 
     def state_dict(self) -> dict:
-        return {"rng": self.rng.getstate(), "baseline": self.baseline.state_dict()}
+        state = {"rng": self.rng.getstate(), "baseline": self.baseline.state_dict()}
+        if self.curriculum is not None:
+            state["curriculum"] = self.curriculum.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
         self.baseline.load_state_dict(state["baseline"])
+        if self.curriculum is not None and "curriculum" in state:  # older checkpoints have none
+            saved = state["curriculum"]
+            if self.curriculum_fixed_tasks and saved["buffer"]["ids"] != self.curriculum.buffer.ids:
+                raise UserError(
+                    f"the checkpoint's {self.curriculum_tasks} differ from the config's; "
+                    "start a new run"
+                )
+            self.curriculum.load_state_dict(saved)

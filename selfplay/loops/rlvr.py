@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import reasoning_gym
 
 from curricula.answers import grade_answer
-from curricula.samplers import Curriculum, Group
+from curricula.samplers import Curriculum, Group, groups_of
 from sandbox import SandboxLimits, SandboxPool
 from selfplay.errors import UserError
 from selfplay.loops.base import Loop
@@ -83,6 +82,7 @@ def build_tasks(specs, size: int, seed: int) -> list[tuple[str, dict, object]]:
 
 class RlvrLoop(Loop):
     name = "rlvr"
+    curriculum_tasks = "tasks (rlvr.tasks)"
 
     def __init__(self, config) -> None:
         super().__init__(config)
@@ -177,19 +177,7 @@ class RlvrLoop(Loop):
             for index in indices
             for _ in range(size)
         )
-        groups = []
-        for k, index in enumerate(indices):
-            group = episodes[k * size : (k + 1) * size]
-            groups.append(
-                Group(
-                    task=int(index),
-                    successes=float(sum(e.info["correct"] for e in group)),
-                    attempts=size,
-                    rewards=[e.rewards[ROLE] for e in group],
-                    payload=group,
-                )
-            )
-        return groups
+        return groups_of(indices, episodes, size, ROLE)
 
     async def collect(self, policy: BatchingPolicy, step: int) -> list[Episode]:
         count = min(self.settings.prompts_per_step, len(self.pool_tasks))
@@ -239,18 +227,3 @@ class RlvrLoop(Loop):
             )
             metrics["rollout/tool_error_rate"] = errors / calls if calls else 0.0
         return metrics
-
-    # ---------------------------------------------------------------- curriculum state
-    def save_artifacts(self, run_dir: Path) -> None:
-        """The per-task table of the curriculum: ``curriculum/tasks.csv``."""
-        self.curriculum.buffer.write_csv(run_dir / "curriculum" / "tasks.csv")
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "curriculum": self.curriculum.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        if "curriculum" in state:  # checkpoints from before the curriculum have none
-            if state["curriculum"]["buffer"]["ids"] != self.curriculum.buffer.ids:
-                raise UserError("the checkpoint's task set differs from the config's rlvr.tasks")
-            self.curriculum.load_state_dict(state["curriculum"])

@@ -400,6 +400,7 @@ class Attempt:
 
 class SpiceLoop(Loop):
     name = "spice"
+    curriculum_tasks = "documents"  # the corpus chunks, one curriculum task each
 
     def __init__(self, config) -> None:
         super().__init__(config)
@@ -704,16 +705,3 @@ class SpiceLoop(Loop):
         return metrics
 
     # ------------------------------------------------------------------ state
-    def save_artifacts(self, run_dir: Path) -> None:
-        """The per-document table of the curriculum: ``curriculum/tasks.csv``."""
-        self.curriculum.buffer.write_csv(run_dir / "curriculum" / "tasks.csv")
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "curriculum": self.curriculum.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        if "curriculum" in state:  # checkpoints from before the curriculum have none
-            if state["curriculum"]["buffer"]["ids"] != self.curriculum.buffer.ids:
-                raise UserError("the checkpoint's documents differ from the config's corpus")
-            self.curriculum.load_state_dict(state["curriculum"])

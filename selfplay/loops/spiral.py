@@ -73,6 +73,7 @@ class GameRecord:
 class SpiralLoop(Loop):
     name = "spiral"
     default_estimator = "rae"
+    curriculum_tasks = "games (spiral.games)"
 
     def __init__(self, config) -> None:
         super().__init__(config)
@@ -392,15 +393,12 @@ class SpiralLoop(Loop):
             **super().state_dict(),
             "pool": self.pool.state_dict(),
             "pool_weights": self.pool_weights,
-            "curriculum": self.curriculum.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.pool = CheckpointPool.from_state_dict(state["pool"])
         self.pool_weights = state["pool_weights"]
-        if "curriculum" in state:  # checkpoints from before the curriculum have none
-            self.curriculum.load_state_dict(state["curriculum"])
 
 
 def game_rates(results: list[dict]) -> dict[str, float]:
