@@ -174,3 +174,63 @@ def test_tiny_batches():
     assert bleu_clusters(["only one"]) == [0]
     assert repetition_penalties(["only one"]) == [1.0]
     assert math.isclose(sum(repetition_penalties(["a b c d", "a b c d"])), 2.0)
+
+
+# Texts whose 1 − BLEU distances put a near-pair just under the 0.5 threshold (0.397) and a
+# third far from both (≈ 0.99): the rows of the distance matrix are > 0.5 apart in Euclidean
+# distance, so clustering the rows instead of the precomputed distances splits the pair.
+SUM = "What is the sum of 12 and 35 ? Give the answer as an integer ."
+SUM_REWORDED = "What is the sum of 12 and 35 ? Answer with an integer ."
+PRIMES = "How many prime numbers are less than 30 ?"
+
+
+def test_clustering_merges_below_the_threshold_on_the_distances_themselves():
+    labels = bleu_clusters([SUM, SUM_REWORDED, PRIMES])
+    assert labels[0] == labels[1] != labels[2]
+    # two texts are clustered, not lumped together as a batch too small to cluster
+    assert bleu_clusters([SUM, PRIMES])[0] != bleu_clusters([SUM, PRIMES])[1]
+    assert len(set(bleu_clusters([SUM, SUM_REWORDED]))) == 1
+    # the threshold reaches the clustering: at 0.3 the reworded pair is two clusters
+    assert repetition_penalties([SUM, SUM_REWORDED, PRIMES]) == pytest.approx([2 / 3, 2 / 3, 1 / 3])
+    assert repetition_penalties([SUM, SUM_REWORDED, PRIMES], threshold=0.3) == pytest.approx(
+        [1 / 3] * 3
+    )
+
+
+def test_bleu_distances_are_symmetric_with_a_zero_diagonal():
+    from curricula.rewards import bleu_distances
+
+    texts = [SUM, SUM_REWORDED, PRIMES, "a b", "x", ""]
+    dist = bleu_distances(texts)
+    assert (dist == dist.T).all()
+    assert (dist.diagonal() == 0).all()
+    assert dist[0, 1] == pytest.approx(1 - _nltk_bleu(SUM, SUM_REWORDED), abs=1e-12)
+    assert ((dist >= 0) & (dist <= 1)).all()
+
+
+def test_composite_caps_and_gate_reach_the_reward():
+    # paper: default cap 4 → six executor tool calls give 0.05·4; a passed cap is used
+    assert curriculum_reward_paper(True, 0.0, 6, 0.0) == pytest.approx(0.20)
+    assert curriculum_reward_paper(True, 0.0, 6, 0.0, cap=2) == pytest.approx(0.10)
+    # code: a passed cap is used; the gate sets p̂ to 0 even for a reward not symmetric in p̂
+    assert curriculum_reward_code(True, 0.5, "```output" * 6, 0.0, cap=2) == pytest.approx(0.6)
+    assert curriculum_reward_code(True, 0.9, "", 0.0, agrees=False, reward=lambda p: p) == 0.0
+    assert curriculum_reward_code(True, 0.9, "", 0.0, reward=lambda p: p) == pytest.approx(0.9)
+
+
+def test_resolve_reward_errors_name_the_reward_and_the_choices():
+    with pytest.raises(UserError, match=r"unknown proposer reward 'nope' \(known: learnability, "):
+        resolve_reward("nope")
+    with pytest.raises(UserError, match=r"^proposer reward 'no_such_module_xyz:f': cannot import"):
+        resolve_reward("no_such_module_xyz:f")
+    with pytest.raises(UserError, match=r"^proposer reward 'math:pi' is not a function$"):
+        resolve_reward("math:pi")
+
+
+def test_resolve_reward_by_entry_point(tmp_path, monkeypatch):
+    info = tmp_path / "my_rewards-0.1.dist-info"
+    info.mkdir()
+    info.joinpath("METADATA").write_text("Metadata-Version: 2.1\nName: my-rewards\nVersion: 0.1\n")
+    info.joinpath("entry_points.txt").write_text("[selfplay.rewards]\nroot = math:sqrt\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert resolve_reward("root")(0.25) == 0.5
