@@ -152,3 +152,69 @@ def test_chunked_logprobs_apply_bias_scale_and_softcap():
     logits = 2.0 * torch.tanh((hidden @ weight.T + bias) * 0.5 / 2.0) / 0.8
     want = torch.log_softmax(logits, -1).gather(1, targets[:, None]).squeeze(1)
     assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_chunked_logprobs_entropy_is_that_of_the_sampled_distribution():
+    """Entropy per token equals H of softmax(logits / T) over the whole row, and with top-p < 1
+    H of the renormalised nucleus (finite: the masked −inf logits must not meet a zero prob)."""
+    torch.manual_seed(3)
+    hidden, weight = torch.randn(7, 8), torch.randn(30, 8)
+    targets = torch.randint(0, 30, (7,))
+    top_p = torch.tensor([0.5, 1.0, 0.3, 0.9, 1.0, 0.7, 0.4])
+    scaled = hidden @ weight.T / 0.8
+    _, plain = chunked_logprobs(hidden, weight, targets, 0.8, chunk_size=3)
+    want_plain = torch.distributions.Categorical(logits=scaled).entropy()
+    assert torch.allclose(plain, want_plain, atol=1e-5)
+    from selfplay.losses import nucleus_mask
+
+    outside = nucleus_mask(scaled, top_p, targets)
+    _, nucleus = chunked_logprobs(hidden, weight, targets, 0.8, chunk_size=3, top_p=top_p)
+    kept = torch.distributions.Categorical(logits=scaled.masked_fill(outside, float("-inf")))
+    want_nucleus = -(kept.probs * kept.logits.masked_fill(outside, 0.0)).sum(-1)
+    assert torch.isfinite(nucleus).all()
+    assert torch.allclose(nucleus, want_nucleus, atol=1e-5)
+    assert (nucleus < plain - 0.05)[top_p < 1].all()  # a nucleus is narrower than its row
+
+
+def test_chunked_logprobs_apply_a_logit_scale_of_two():
+    """Cohere-style scale exactly 2 (a value a `!= 2` slip would skip)."""
+    from selfplay.losses import LogitTransform
+
+    torch.manual_seed(4)
+    hidden, weight, targets = torch.randn(4, 8), torch.randn(20, 8), torch.randint(0, 20, (4,))
+    got, _ = chunked_logprobs(hidden, weight, targets, transform=LogitTransform(scale=2.0))
+    want = torch.log_softmax(2.0 * hidden @ weight.T, -1).gather(1, targets[:, None]).squeeze(1)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_nucleus_keeps_the_token_whose_preceding_mass_equals_p():
+    """The hf engine's rule (engines/hf.py `_top_p_filter`): outside iff preceding mass > p, so
+    with p equal to the mass before the k-th token that token is still drawn."""
+    from selfplay.losses import nucleus_mask
+
+    torch.manual_seed(5)
+    logits = torch.randn(1, 12)
+    sorted_probs, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
+    before = sorted_probs.cumsum(-1) - sorted_probs
+    p = before[0, 3].reshape(1)  # exactly the mass ahead of the 4th most likely token
+    outside = nucleus_mask(logits, p, keep=order[:, 0])
+    assert outside[0, order[0, :4]].tolist() == [False] * 4
+    assert outside[0, order[0, 4:]].all()
+
+
+def test_cispo_default_cap_is_five_and_a_ratio_at_the_cap_is_not_clipped():
+    """REFERENCE §1: ε_max = 5; weight·Â with Â = 2 (|Â| ≠ 1, so Â and 1/Â differ)."""
+    logp = torch.log(torch.tensor([5.0, 5.5, 0.5]))
+    adv = torch.tensor([2.0, 2.0, -2.0])
+    loss, clipped = token_losses("cispo", logp, torch.zeros(3), adv, 0.2, torch.full((3,), 0.28))
+    assert loss.tolist() == pytest.approx(
+        [-5.0 * 2.0 * logp[0].item(), -5.0 * 2.0 * logp[1].item(), 0.5 * 2.0 * logp[2].item()]
+    )
+    assert clipped.tolist() == [0.0, 1.0, 0.0]
+
+
+def test_unknown_objective_and_aggregation_errors_name_the_bad_value():
+    with pytest.raises(ValueError, match="'ppo2'"):
+        token_losses("ppo2", torch.zeros(1), torch.zeros(1), torch.ones(1), 0.2, torch.ones(1))
+    with pytest.raises(ValueError, match="'token-sum'.*token-mean"):
+        token_coefficients([_sample(2)], "token-sum", 10)
