@@ -211,3 +211,26 @@ def test_ppo_epochs_measure_ratios_against_the_first_pass(tiny_model_path):
     after = learner.score(samples)
     moved = torch.tensor(sum(after, [])) - torch.tensor(sum(before, []))
     assert moved.abs().max() > 0.2
+
+
+def test_step_counts_versions_and_reports_its_metrics(tiny_model_path):
+    """The version counts optimizer steps one by one (async rollouts wait on it, an empty step
+    included), and the metrics the dashboard and `selfplay analyze` read have their names and
+    values: samples, model tokens, a finite gradient norm, seconds and tokens per second."""
+    torch.manual_seed(0)
+    learner = Learner(tiny_model_path, LearnerSettings(lora=LORA, lr=1e-3), ["shared"])
+    assert learner.version == 0
+    assert learner.step([]) == {"train/samples": 0.0}
+    assert learner.version == 1
+    stats = learner.step(_samples([1.0, -1.0, 0.5]))
+    assert learner.version == 2
+    assert stats["train/samples"] == 3.0
+    assert stats["train/tokens"] == sum(len(c) for c in COMPLETIONS)
+    assert 0.0 < stats["train/grad_norm"] < math.inf
+    assert 0.0 < stats["train/seconds"] < 600.0
+    assert stats["train/tokens_per_s"] == pytest.approx(12 / stats["train/seconds"], rel=1e-6)
+
+
+def test_lora_without_adapter_names_is_refused_in_one_line(tiny_model_path):
+    with pytest.raises(ValueError, match="^LoRA training needs at least one adapter name$"):
+        Learner(tiny_model_path, LearnerSettings(lora=LORA), [])
