@@ -234,3 +234,32 @@ def test_step_counts_versions_and_reports_its_metrics(tiny_model_path):
 def test_lora_without_adapter_names_is_refused_in_one_line(tiny_model_path):
     with pytest.raises(ValueError, match="^LoRA training needs at least one adapter name$"):
         Learner(tiny_model_path, LearnerSettings(lora=LORA), [])
+
+
+def test_a_full_fine_tune_ignores_adapter_names(tiny_model_path):
+    learner = Learner(tiny_model_path, LearnerSettings(lora=None), ["shared"])
+    assert learner.adapters == []
+    assert learner.score(_samples([1.0, 1.0, 1.0]))  # no set_adapter on a model without LoRA
+
+
+def test_gradient_checkpointing_with_lora_gives_the_same_gradient(tiny_model_path):
+    """Turning gradient checkpointing on for LoRA training does not change the gradient."""
+    samples = _samples([1.0, -2.0, 0.5])
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        learner = Learner(
+            tiny_model_path,
+            LearnerSettings(lora=LORA, gradient_checkpointing=checkpointing),
+            ["shared"],
+        )
+        with torch.no_grad():
+            for name, param in learner.model.named_parameters():
+                if "lora_B" in name:
+                    param.normal_(0, 0.5)
+        learner.model.train()
+        learner.optimizer.zero_grad(set_to_none=True)
+        learner._accumulate(learner._micro_batches(samples))
+        grads.append(_grads(learner))
+    assert grads[0] and grads[0].keys() == grads[1].keys()
+    _assert_close(grads[1], grads[0])
