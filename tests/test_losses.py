@@ -1,7 +1,14 @@
 import pytest
 import torch
 
-from selfplay.losses import chunked_logprobs, tis_weights, token_coefficients, token_losses
+from selfplay.losses import (
+    LogitTransform,
+    chunked_logprobs,
+    nucleus_mask,
+    tis_weights,
+    token_coefficients,
+    token_losses,
+)
 from selfplay.types import Sample, Turn
 
 
@@ -142,8 +149,6 @@ def test_chunked_logprobs_with_top_p_score_the_renormalised_nucleus():
 
 
 def test_chunked_logprobs_apply_bias_scale_and_softcap():
-    from selfplay.losses import LogitTransform
-
     torch.manual_seed(2)
     hidden, weight = torch.randn(5, 8), torch.randn(30, 8)
     bias, targets = torch.randn(30), torch.randint(0, 30, (5,))
@@ -165,8 +170,6 @@ def test_chunked_logprobs_entropy_is_that_of_the_sampled_distribution():
     _, plain = chunked_logprobs(hidden, weight, targets, 0.8, chunk_size=3)
     want_plain = torch.distributions.Categorical(logits=scaled).entropy()
     assert torch.allclose(plain, want_plain, atol=1e-5)
-    from selfplay.losses import nucleus_mask
-
     outside = nucleus_mask(scaled, top_p, targets)
     _, nucleus = chunked_logprobs(hidden, weight, targets, 0.8, chunk_size=3, top_p=top_p)
     kept = torch.distributions.Categorical(logits=scaled.masked_fill(outside, float("-inf")))
@@ -178,8 +181,6 @@ def test_chunked_logprobs_entropy_is_that_of_the_sampled_distribution():
 
 def test_chunked_logprobs_apply_a_logit_scale_of_two():
     """Cohere-style scale exactly 2 (a value a `!= 2` slip would skip)."""
-    from selfplay.losses import LogitTransform
-
     torch.manual_seed(4)
     hidden, weight, targets = torch.randn(4, 8), torch.randn(20, 8), torch.randint(0, 20, (4,))
     got, _ = chunked_logprobs(hidden, weight, targets, transform=LogitTransform(scale=2.0))
@@ -190,8 +191,6 @@ def test_chunked_logprobs_apply_a_logit_scale_of_two():
 def test_nucleus_keeps_the_token_whose_preceding_mass_equals_p():
     """The hf engine's rule (engines/hf.py `_top_p_filter`): outside iff preceding mass > p, so
     with p equal to the mass before the k-th token that token is still drawn."""
-    from selfplay.losses import nucleus_mask
-
     torch.manual_seed(5)
     logits = torch.randn(1, 12)
     sorted_probs, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
