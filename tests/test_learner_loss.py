@@ -249,19 +249,26 @@ def test_a_full_fine_tune_ignores_adapter_names(tiny_model_path):
 
 
 def test_gradient_checkpointing_with_lora_gives_the_same_gradient(tiny_model_path):
-    """Turning gradient checkpointing on for LoRA training does not change the gradient."""
+    """Turning gradient checkpointing on for LoRA training does not change the gradient, and
+    it is really on: the first decoder layer runs again in the backward pass (a forward
+    pre-hook counts it; a post-hook would not, as torch stops the recomputation early)."""
     samples = _samples([1.0, -2.0, 0.5])
-    grads = []
+    grads, runs = [], []
     for checkpointing in (False, True):
         torch.manual_seed(0)
         learner = Learner(
             tiny_model_path,
-            LearnerSettings(lora=LORA, gradient_checkpointing=checkpointing),
+            LearnerSettings(lora=LORA, gradient_checkpointing=checkpointing, share_prefix=False),
             ["shared"],
         )
         _randomise_lora_b(learner)
+        first_layer = learner.model.get_base_model().get_decoder().layers[0]
+        calls: list[int] = []
+        first_layer.register_forward_pre_hook(lambda *_, calls=calls: calls.append(1))
         learner.model.train()
-        _accumulate(learner, samples)
+        _accumulate(learner, samples)  # one micro-batch: one forward
         grads.append(_grads(learner))
+        runs.append(len(calls))
+    assert runs == [1, 2]
     assert grads[0] and grads[0].keys() == grads[1].keys()
     _assert_close(grads[1], grads[0])

@@ -1,0 +1,146 @@
+"""The learner's weights: what it saves and restores on resume, what it hands the engine, the
+dtype it trains in, the heads it refuses, and the bench's naive baseline — the parts of
+`learner.py` that `test_learner_loss.py` does not reach (mutation testing found them untested
+among the files it runs per mutant)."""
+
+import io
+
+import pytest
+import torch
+
+import selfplay.learner
+from selfplay.errors import UserError
+from selfplay.learner import Learner, LearnerSettings, logit_transform, naive_logprobs
+from tests.test_learner_loss import LORA, _randomise_lora_b, _samples
+
+ADAPTERS = ["alpha", "beta"]
+
+
+def _learner(path, seed: int) -> Learner:
+    torch.manual_seed(seed)
+    learner = Learner(path, LearnerSettings(lora=LORA, lr=1e-2), ADAPTERS)
+    _randomise_lora_b(learner)
+    return learner
+
+
+def _both_adapters(advantages_alpha, advantages_beta):
+    samples = _samples(advantages_alpha) + _samples(advantages_beta, prompt=range(300, 320))
+    for sample in samples[len(advantages_alpha) :]:
+        sample.turn.adapter = "beta"
+    return samples
+
+
+def _trainable(learner) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in learner.model.named_parameters() if p.requires_grad}
+
+
+def test_a_restored_learner_takes_the_same_next_step(tiny_model_path):
+    """Resume restores the trainable weights, the AdamW moments and the version: the restored
+    learner's next step lands on exactly the weights the original reaches (a fresh optimizer
+    would not: Adam's first step moves every weight by ≈ lr whatever its gradient)."""
+    original = _learner(tiny_model_path, seed=0)
+    original.step([])  # an empty step counts too: the version is 2, not a coincidental 1
+    original.step(_both_adapters([1.0, -1.0, 0.5], [2.0, -0.5, 1.0]))
+    buffer = io.BytesIO()  # through bytes, as the runner's checkpoint goes through a file
+    torch.save(original.state_dict(), buffer)
+    state = torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)
+    assert state["version"] == 2
+    names = set(state["trainable"])
+    assert names == set(_trainable(original)) and all("lora_" in n for n in names)
+    assert any(".alpha." in n for n in names) and any(".beta." in n for n in names)
+
+    restored = _learner(tiny_model_path, seed=1)  # other initial weights
+    assert any(
+        not torch.equal(restored_p, state["trainable"][n])
+        for n, restored_p in _trainable(restored).items()
+    )
+    restored.load_state_dict(state)
+    assert restored.version == 2
+    for name, value in _trainable(restored).items():
+        assert torch.equal(value, state["trainable"][name]), name
+
+    batch = _both_adapters([-1.0, 2.0, 0.5], [1.0, 1.0, -2.0])
+    original.step(batch)
+    restored.step(batch)
+    assert restored.version == original.version == 3
+    want = _trainable(original)
+    for name, value in _trainable(restored).items():
+        torch.testing.assert_close(value, want[name], rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_adapter_weights_are_that_adapters_lora_tensors_copied(tiny_model_path):
+    learner = _learner(tiny_model_path, seed=0)
+    params = dict(learner.model.named_parameters())
+    weights = {a: learner.adapter_weights(a) for a in ADAPTERS}
+    assert weights["alpha"].keys() == weights["beta"].keys()
+    for adapter, state in weights.items():
+        assert state and all("lora_" in k for k in state)
+        for key, value in state.items():  # peft drops the adapter name from its keys
+            live = key.replace(".weight", f".{adapter}.weight")
+            assert torch.equal(value, params[live]), key
+    key = next(k for k in weights["alpha"] if "lora_B" in k)
+    assert not torch.equal(weights["alpha"][key], weights["beta"][key])
+    weights["alpha"][key].add_(1.0)  # a copy: the engine may keep it while training goes on
+    assert not torch.equal(weights["alpha"][key], params[key.replace(".weight", ".alpha.weight")])
+
+
+def test_the_dtype_setting_is_the_dtype_trained_in(tiny_model_path):
+    learner = Learner(tiny_model_path, LearnerSettings(lora=None, dtype="bfloat16"))
+    assert {p.dtype for p in learner.model.parameters()} == {torch.bfloat16}
+    (scored,) = learner.score(_samples([1.0, 1.0, 1.0])[:1])
+    assert len(scored) == 4 and all(x < 0 for x in scored)
+
+
+def test_naive_logprobs_equal_the_learners_scores(tiny_model_path):
+    """The bench baseline (full [B, T, V] log-softmax) scores what the chunked learner scores."""
+    learner = _learner(tiny_model_path, seed=0)
+    samples = _samples([1.0, 1.0, 1.0])
+    longest = max(len(s.turn.completion_ids) for s in samples)
+    ids = torch.zeros((3, 20 + longest), dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    for row, sample in enumerate(samples):
+        tokens = sample.turn.prompt_ids + sample.turn.completion_ids
+        ids[row, : len(tokens)] = torch.tensor(tokens)
+        attention[row, : len(tokens)] = 1
+    with torch.no_grad():
+        naive = naive_logprobs(learner.model, ids, attention)
+    for row, scored in enumerate(learner.score(samples)):
+        got = naive[row, 19 : 19 + len(scored)]
+        torch.testing.assert_close(got, torch.tensor(scored), rtol=0, atol=1e-4)
+
+
+def _doubled_logits_model(path):
+    """A Llama whose forward doubles its logits after the head: a transform nobody declares."""
+    from transformers import LlamaForCausalLM
+
+    class DoubledLogits(LlamaForCausalLM):
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            out.logits = out.logits * 2.0
+            return out
+
+    model = DoubledLogits.from_pretrained(path)
+    with torch.no_grad():  # a peaked head, so doubling the logits moves the log-probs a lot
+        model.get_output_embeddings().weight.mul_(40.0)
+    return model
+
+
+def test_a_head_the_learner_cannot_reproduce_is_refused_in_one_line(tiny_model_path):
+    from transformers import LlamaForCausalLM
+
+    with pytest.raises(UserError) as info:
+        logit_transform(_doubled_logits_model(tiny_model_path), "doubled")
+    message = str(info.value)
+    assert "\n" not in message and "doubled" in message and "not reproduced" in message
+    plain = LlamaForCausalLM.from_pretrained(tiny_model_path)
+    assert logit_transform(plain).scale == 1.0  # a plain head passes the probe
+
+
+def test_the_learner_names_the_model_it_refuses(tiny_model_path, monkeypatch):
+    def load(path, dtype):
+        assert dtype == "float32"
+        return _doubled_logits_model(path)
+
+    monkeypatch.setattr(selfplay.learner, "load_causal_lm", load)
+    with pytest.raises(UserError, match=f"^model {tiny_model_path}: its logits are not reproduced"):
+        Learner(tiny_model_path, LearnerSettings(lora=None))
