@@ -163,3 +163,171 @@ def test_bad_configuration() -> None:
         KuhnPoker(rounds=2, deals=[("K", "K"), ("J", "Q")])
     with pytest.raises(ValueError):
         KuhnPoker(rounds=2, deals=[("K", "J")])
+
+
+# The prompt a model plays from, pinned word for word: a changed rule line or a wrong pot in
+# the text changes what the policy is trained on as surely as a scoring bug.
+RULES_TWO_ROUNDS = """\
+Rules:
+- The deck has three cards, J < Q < K. Each round both players ante 1 chip and each gets one \
+private card.
+- [check]: pass without betting (only when no bet is on the table).
+- [bet]: put 1 more chip into the pot (only when no bet is on the table).
+- [call]: match your opponent's bet.
+- [fold]: give up the round; your opponent takes the pot.
+- If nobody folds, the higher card takes the pot at the showdown.
+- The first player alternates between rounds.
+- After 2 rounds the player with more chips wins the game; equal chips is a draw."""
+ROUND_1 = (
+    "Round 1: Player 0 [bet], Player 1 [call]; showdown: Player 0 had K, Player 1 had J. "
+    "Player 0 won the pot of 4 chips."
+)
+
+
+def _observation(player: int, *sections: str) -> str:
+    header = f"You are Player {player} in a 2-round game of Kuhn Poker."
+    return "\n\n".join([header, RULES_TWO_ROUNDS, *sections])
+
+
+def test_observations_word_for_word_through_a_two_round_game() -> None:
+    """K v J bet/call (Player 0 +2), then J v Q with Player 1 first: check, bet, fold
+    (Player 0 +1, pot 3): Player 0 wins +3 to −3."""
+    game = KuhnPoker(rounds=2, deals=[("K", "J"), ("J", "Q")])
+    assert game.info == {
+        "game": "kuhn_poker",
+        "winner": None,
+        "reason": "",
+        "invalid_move_by": None,
+        "truncated": False,
+        "turns": 0,
+        "chips": {},  # before the first reset there is no deal yet
+        "round": 0,
+    }
+    game.reset(0)
+    assert game.observation(0) == _observation(
+        0,
+        "Chips won so far: Player 0: +0, Player 1: +0.",
+        "Round 1 of 2. Your card: K. Pot: 2 chips.\n"
+        "Your available actions: [check], [bet]\nChoose your action.",
+    )
+    play(game, ["[bet]", "[call]"])
+    chips = "Chips won so far: Player 0: +2, Player 1: -2."
+    finished = "Finished rounds:\n" + ROUND_1
+    assert game.observation(0) == _observation(
+        0,
+        finished,
+        chips,
+        "Round 2 of 2. Your card: J. Pot: 2 chips.\nWaiting for Player 1 to act.",
+    )
+    play(game, ["[check]", "[bet]"])
+    assert game.observation(1) == _observation(
+        1,
+        finished,
+        chips,
+        "Round 2 of 2. Your card: Q. Pot: 3 chips.\n"
+        "Actions this round: Player 1 [check], Player 0 [bet].\n"
+        "Your available actions: [call], [fold]\nChoose your action.",
+    )
+    last = game.step("[fold]")
+    reason = "Player 0 has more chips after 2 rounds (Player 0: +3, Player 1: -3 chips)"
+    assert last == StepResult(valid=True, done=True, reason=reason)
+    round_2 = (
+        "Round 2: Player 1 [check], Player 0 [bet], Player 1 [fold]; Player 1 folded. "
+        "Player 0 won the pot of 3 chips."
+    )
+    assert game.observation(0) == _observation(
+        0,
+        f"Finished rounds:\n{ROUND_1}\n{round_2}",
+        "Chips won so far: Player 0: +3, Player 1: -3.",
+        f"The game is over. {reason}.",
+    )
+    assert game.info == {
+        "game": "kuhn_poker",
+        "winner": 0,
+        "reason": reason,
+        "invalid_move_by": None,
+        "truncated": False,
+        "turns": 5,
+        "chips": {0: 3, 1: -3},
+        "round": 2,
+    }
+    assert game.round_log[1] == {
+        "round": 2,
+        "cards": {0: "J", 1: "Q"},
+        "moves": [(1, "check"), (0, "bet"), (1, "fold")],
+        "winner": 0,
+        "pot": 3,
+    }
+
+
+# ---- the NativeGame bookkeeping every native game inherits, through Kuhn Poker -------------
+
+
+def test_bookkeeping_errors_name_the_game_and_the_problem() -> None:
+    with pytest.raises(ValueError, match=r"^max_turns must be >= 1, got 0$"):
+        KuhnPoker(max_turns=0)
+    with pytest.raises(ValueError, match=r"^rounds must be >= 1, got 0$"):
+        KuhnPoker(rounds=0)
+    with pytest.raises(ValueError, match=r"^deals has 1 rounds, need 2$"):
+        KuhnPoker(rounds=2, deals=[("K", "J")])
+    with pytest.raises(ValueError, match=r"^bad deal \('K', 'X'\): two different cards from"):
+        KuhnPoker(rounds=1, deals=[("K", "X")])
+    game = new_game([("K", "J")])
+    with pytest.raises(ValueError, match=r"^kuhn_poker: no player 2$"):
+        game.observation(2)
+    with pytest.raises(ValueError, match=r"^kuhn_poker: no player -1$"):
+        game.legal_actions(-1)
+    with pytest.raises(GameOverError, match=r"^kuhn_poker: outcome\(\) called before the game"):
+        game.outcome()
+    game.step("[raise]")
+    with pytest.raises(GameOverError, match=r"^kuhn_poker: step\(\) called on a finished game$"):
+        game.step("[check]")
+
+
+def test_an_invalid_move_is_reported_word_for_word() -> None:
+    game = new_game([("K", "J")])
+    game.step("[bet]")
+    result = game.step("[check]")
+    why = "'[check]' is not allowed now; choose one of [call], [fold]"
+    assert result == StepResult(valid=False, done=True, reason=why)
+    assert game.reason == f"Player 1 made an invalid move: {why}"
+    assert game.info["invalid_move_by"] == 1 and game.info["turns"] == 2
+
+
+def test_reset_clears_a_finished_game() -> None:
+    game = KuhnPoker(rounds=2, max_turns=1)
+    game.reset(5)
+    game.step("[check]")  # the turn limit: a truncated draw
+    assert game.truncated and game.done
+    game.reset(5)
+    assert (game.done, game.winner, game.reason) == (False, None, "")
+    assert (game.invalid_move_by, game.truncated, game.turn, game.current_player) == (
+        None,
+        False,
+        0,
+        0,
+    )
+    game.step("[fold]")  # invalid opening
+    game.reset(6)
+    assert game.invalid_move_by is None and game.winner is None and not game.done
+
+
+def test_the_turn_limit_draws_a_game_in_progress_but_not_one_that_just_ended() -> None:
+    # Player 0 is 1 chip up after round 1, but the limit cuts round 2 off: a draw all the same
+    game = KuhnPoker(rounds=2, deals=[("K", "J"), ("J", "Q")], max_turns=3)
+    game.reset(0)
+    play(game, ["[check]", "[check]", "[check]"])
+    assert game.chips == {0: 1, 1: -1}
+    assert game.done and game.truncated and game.winner is None
+    assert game.reason == "turn limit of 3 turns reached: draw"
+    assert game.outcome() == {0: 0.0, 1: 0.0}
+    # a game whose last move lands exactly on the limit ends on its own terms
+    game = KuhnPoker(rounds=1, deals=[("J", "Q")], max_turns=2)
+    game.reset(0)
+    last = play(game, ["[check]", "[check]"])[-1]
+    assert last.done and not game.truncated and game.winner == 1
+    assert (
+        last.reason
+        == game.reason
+        == ("Player 1 has more chips after 1 rounds (Player 0: -1, Player 1: +1 chips)")
+    )
