@@ -381,7 +381,7 @@ class Learner:
         )
 
 
-def logit_transform(model, model_path: Path | str = "model") -> LogitTransform:
+def logit_transform(model, model_path: Path | str) -> LogitTransform:
     """How ``model`` turns its last hidden state into logits, checked against its own forward.
 
     The learner computes log-probs from hidden states in chunks instead of calling the model's

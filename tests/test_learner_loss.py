@@ -223,11 +223,13 @@ def test_step_counts_versions_and_reports_its_metrics(tiny_model_path):
     values: samples, model tokens, a finite gradient norm, seconds and tokens per second."""
     torch.manual_seed(0)
     learner = Learner(tiny_model_path, LearnerSettings(lora=LORA, lr=1e-3), ["shared"])
-    assert learner.version == 0
+    assert learner.version == 0 and learner.device == torch.device("cpu")
     assert learner.step([]) == {"train/samples": 0.0}
     assert learner.version == 1
     stats = learner.step(_samples([1.0, -1.0, 0.5]))
     assert learner.version == 2
+    learner.step([])
+    assert learner.version == 3
     assert stats["train/samples"] == 3.0
     assert stats["train/tokens"] == sum(len(c) for c in COMPLETIONS)
     assert 0.0 < stats["train/grad_norm"] < math.inf

@@ -109,38 +109,60 @@ def test_naive_logprobs_equal_the_learners_scores(tiny_model_path):
         torch.testing.assert_close(got, torch.tensor(scored), rtol=0, atol=1e-4)
 
 
-def _doubled_logits_model(path):
-    """A Llama whose forward doubles its logits after the head: a transform nobody declares."""
+def _scaled_logits_model(path, factor: float = 2.0, head_scale: float = 40.0):
+    """A Llama whose forward multiplies its logits by ``factor`` after the head: a transform
+    nobody declares. ``head_scale`` peaks the head, so the same factor moves log-probs more."""
     from transformers import LlamaForCausalLM
 
-    class DoubledLogits(LlamaForCausalLM):
+    class ScaledLogits(LlamaForCausalLM):
         def forward(self, *args, **kwargs):
             out = super().forward(*args, **kwargs)
-            out.logits = out.logits * 2.0
+            out.logits = out.logits * factor
             return out
 
-    model = DoubledLogits.from_pretrained(path)
-    with torch.no_grad():  # a peaked head, so doubling the logits moves the log-probs a lot
-        model.get_output_embeddings().weight.mul_(40.0)
+    model = ScaledLogits.from_pretrained(path)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(head_scale)
     return model
 
 
-def test_a_head_the_learner_cannot_reproduce_is_refused_in_one_line(tiny_model_path):
+@pytest.mark.parametrize(
+    "factor, head_scale, gap",
+    [(2.0, 40.0, 85.0), (1.01, 1.0, 0.011)],  # far off, and 0.011 nats: above 1e-3, below 5e-2
+)
+def test_a_head_the_learner_cannot_reproduce_is_refused_in_one_line(
+    tiny_model_path, factor, head_scale, gap
+):
     from transformers import LlamaForCausalLM
 
     with pytest.raises(UserError) as info:
-        logit_transform(_doubled_logits_model(tiny_model_path), "doubled")
+        logit_transform(_scaled_logits_model(tiny_model_path, factor, head_scale), "scaled")
     message = str(info.value)
-    assert "\n" not in message and "doubled" in message and "not reproduced" in message
+    assert "\n" not in message and message.startswith("model scaled: its logits are not reproduced")
+    assert float(message.split("differ by ")[1].split(" ")[0]) == pytest.approx(gap, rel=0.05)
     plain = LlamaForCausalLM.from_pretrained(tiny_model_path)
-    assert logit_transform(plain).scale == 1.0  # a plain head passes the probe
+    assert logit_transform(plain, "plain").scale == 1.0  # a plain head passes the probe
 
 
 def test_the_learner_names_the_model_it_refuses(tiny_model_path, monkeypatch):
     def load(path, dtype):
         assert dtype == "float32"
-        return _doubled_logits_model(path)
+        return _scaled_logits_model(path)
 
     monkeypatch.setattr(selfplay.learner, "load_causal_lm", load)
     with pytest.raises(UserError, match=f"^model {tiny_model_path}: its logits are not reproduced"):
         Learner(tiny_model_path, LearnerSettings(lora=None))
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.25])
+def test_weight_decay_is_the_configured_one(tiny_model_path, weight_decay):
+    """Zero advantages give a zero gradient, so Adam's update is 0 and only AdamW's decoupled
+    decay moves the weights: p ← p·(1 − lr·λ) exactly (torch's default λ would be 0.01)."""
+    torch.manual_seed(0)
+    settings = LearnerSettings(lora=LORA, lr=0.1, weight_decay=weight_decay)
+    learner = Learner(tiny_model_path, settings, ["shared"])
+    _randomise_lora_b(learner)
+    before = _trainable(learner)
+    learner.step(_samples([0.0, 0.0, 0.0]))
+    for name, value in _trainable(learner).items():
+        torch.testing.assert_close(value, before[name] * (1 - 0.1 * weight_decay), msg=name)
