@@ -153,6 +153,63 @@ def test_ppo_lower_clip_binds_for_negative_advantages(make_learner):
     assert stats["train/clip_frac"] == pytest.approx((4 + 6) / tokens)
 
 
+def test_cispo_weight_is_capped_at_the_configured_eps_max(make_learner):
+    """Every ratio at 1.5 and ε_max = 1.2: the CISPO weight is 1.2 for every token, so the
+    loss is Σ c·(−1.2·Â·log π) and every token counts as clipped (the default 5 would not)."""
+    learner = make_learner(
+        objective="cispo", cispo_eps_max=1.2, aggregation="token-mean", tis_cap=None
+    )
+    samples = _samples([1.0, -2.0, 0.5])
+    trainer = learner.score(samples)
+    stats = _accumulate(learner, samples, logp_old_shift=math.log(1.5))
+    tokens = sum(len(c) for c in COMPLETIONS)
+    expected = sum(
+        -1.2 * s.advantage * sum(scored) / tokens
+        for s, scored in zip(samples, trainer, strict=True)
+    )
+    assert stats["train/loss"] == pytest.approx(expected, rel=1e-4)
+    assert stats["train/clip_frac"] == 1.0
+
+
+def _entropies(learner, sample) -> torch.Tensor:
+    """Entropy of the full T = 1 next-token distribution at each completion position."""
+    turn = sample.turn
+    with torch.no_grad():
+        ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
+        logits = learner.model(input_ids=ids).logits[0, len(turn.prompt_ids) - 1 : -1].float()
+    logp = torch.log_softmax(logits, -1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def test_metrics_are_token_means_over_every_micro_batch(make_learner):
+    """One sample per micro-batch (2, 4 and 6 tokens), each with its own engine offset δ and
+    clip state: every metric is a token mean over all three batches, not the last one's."""
+    learner = make_learner(aggregation="token-mean", micro_batch_size=1, share_prefix=False)
+    samples = _samples([1.0, -1.0, 0.5])
+    deltas = [0.5, -0.2, 0.25]  # engine = trainer + δ
+    for sample, scored, delta in zip(samples, learner.score(samples), deltas, strict=True):
+        sample.turn.engine_logprobs = [x + delta for x in scored]
+    assert len(learner._micro_batches(samples)) == 3
+    stats = _accumulate(learner, samples, logp_old_shift=math.log(1.5))  # every ratio 1.5
+    lengths = [len(c) for c in COMPLETIONS]
+    tokens = sum(lengths)
+    # engine − π_old = δ + log 1.5; TIS weight min(exp(−(δ + log 1.5)), 2)
+    gaps = [d + math.log(1.5) for d in deltas]
+    weights = [min(math.exp(-g), 2.0) for g in gaps]
+
+    def mean(per_sample: list[float]) -> float:  # token-weighted
+        return sum(v * n for v, n in zip(per_sample, lengths, strict=True)) / tokens
+
+    assert stats["train/tis_weight_mean"] == pytest.approx(mean(weights), rel=1e-5)
+    assert stats["train/mismatch_kl"] == pytest.approx(mean(gaps), rel=1e-4)
+    assert stats["train/mismatch_abs_mean"] == pytest.approx(mean([abs(g) for g in gaps]), rel=1e-4)
+    assert stats["train/mismatch_abs_max"] == pytest.approx(max(abs(g) for g in gaps), rel=1e-4)
+    # ratio 1.5 is clipped where Â > 0 (samples of 4 and 6 tokens), not where Â < 0
+    assert stats["train/clip_frac"] == pytest.approx((4 + 6) / tokens)
+    entropy = sum(float(_entropies(learner, s).sum()) for s in samples) / tokens
+    assert stats["train/entropy"] == pytest.approx(entropy, rel=1e-4)
+
+
 # ---------------------------------------------------------------- gradients
 
 
