@@ -210,6 +210,17 @@ def test_metrics_are_token_means_over_every_micro_batch(make_learner):
     assert stats["train/entropy"] == pytest.approx(entropy, rel=1e-4)
 
 
+def test_a_one_token_batch_reports_whole_fractions(make_learner):
+    """One model token, its ratio 1.5 clipped (Â > 0): clip fraction 1 and TIS weight mean
+    exp(−log 1.5) = 2/3 over exactly that one token."""
+    learner = make_learner(aggregation="token-mean", tis_cap=2.0)
+    (sample,) = _samples([1.0], completions=[[7]])
+    sample.turn.engine_logprobs = learner.score([sample])[0]
+    stats = _accumulate(learner, [sample], logp_old_shift=math.log(1.5))
+    assert stats["train/clip_frac"] == 1.0
+    assert stats["train/tis_weight_mean"] == pytest.approx(1 / 1.5, rel=1e-5)
+
+
 # ---------------------------------------------------------------- gradients
 
 
