@@ -267,6 +267,15 @@ def test_gradient_equals_the_formula_for_every_micro_batch_size(make_learner, sh
         _assert_close(_grads(learner), reference)
 
 
+def test_two_samples_of_one_prompt_share_it_and_a_lone_prompt_does_not(make_learner):
+    learner = make_learner(share_prefix=True)
+    pair = _samples([1.0, -1.0, 0.5])[:2]
+    lone = _samples([2.0], completions=[[1, 2, 3]], prompt=range(300, 310))
+    batches = learner._micro_batches(pair + lone)
+    assert [b.prefix_ids is not None for b in batches] == [True, False]
+    assert batches[0].prefix_ids[0].tolist() == PROMPT and batches[0].input_ids.shape[0] == 2
+
+
 def test_ppo_epochs_measure_ratios_against_the_first_pass(tiny_model_path):
     """Epoch 2 compares π_θ with the log-probs of the first pass (π_old), not with itself: after
     a large first update its ratios leave the trust region and the clip binds."""
