@@ -176,3 +176,12 @@ def test_weight_decay_is_the_configured_one(tiny_model_path, weight_decay):
     learner.step(_samples([0.0, 0.0, 0.0]))
     for name, value in _trainable(learner).items():
         torch.testing.assert_close(value, before[name] * (1 - 0.1 * weight_decay), msg=name)
+
+
+def test_adapters_named_like_modules_train_only_their_lora_tensors(tiny_model_path):
+    """Adapter (role) names are free text: ones that also name model modules ("mlp",
+    "self_attn") must not make the base weights under those modules trainable."""
+    learner = Learner(tiny_model_path, LearnerSettings(lora=LORA), ["mlp", "self_attn"])
+    trainable = [n for n, p in learner.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    assert any(".mlp." in n and "lora_" not in n for n, _ in learner.model.named_parameters())
