@@ -171,14 +171,42 @@ def test_cispo_weight_is_capped_at_the_configured_eps_max(make_learner):
     assert stats["train/clip_frac"] == 1.0
 
 
-def _entropies(learner, sample) -> torch.Tensor:
-    """Entropy of the full T = 1 next-token distribution at each completion position."""
-    turn = sample.turn
+def _full_logprobs(learner, turn: Turn) -> torch.Tensor:
+    """[completion tokens, vocab]: the model's own T = 1 log-softmax at each completion position."""
     with torch.no_grad():
         ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
         logits = learner.model(input_ids=ids).logits[0, len(turn.prompt_ids) - 1 : -1].float()
-    logp = torch.log_softmax(logits, -1)
+    return torch.log_softmax(logits, -1)
+
+
+def _entropies(learner, sample) -> torch.Tensor:
+    """Entropy of the full T = 1 next-token distribution at each completion position."""
+    logp = _full_logprobs(learner, sample.turn)
     return -(logp.exp() * logp).sum(-1)
+
+
+def test_tool_tokens_are_conditioned_on_but_never_scored(make_learner):
+    """Completion: model token, two tool-output tokens (mask 0), model token. Only the two
+    model tokens are scored, the last one after the tool output it was conditioned on."""
+    learner = make_learner()
+    (sample,) = _samples([1.0], completions=[[5, 40, 41, 6]])
+    sample.turn.loss_mask = [1, 0, 0, 1]
+    (scored,) = learner.score([sample])
+    full = _full_logprobs(learner, sample.turn)
+    assert scored == pytest.approx([float(full[0, 5]), float(full[3, 6])], abs=1e-5)
+
+
+def test_a_greedy_turn_is_scored_at_temperature_one_without_a_nucleus(make_learner):
+    """Greedy turns (T = 0) carry the engine's T = 1 log-probs of the whole distribution,
+    whatever top-p the request named; the learner scores them the same way."""
+    learner = make_learner()
+    (sample,) = _samples([1.0], completions=[[5, 6, 7, 8]])
+    sample.turn.temperature, sample.turn.top_p = 0.0, 0.3
+    (scored,) = learner.score([sample])
+    full = _full_logprobs(learner, sample.turn)
+    assert scored == pytest.approx(
+        full.gather(1, torch.tensor([[5], [6], [7], [8]]))[:, 0].tolist(), abs=1e-5
+    )
 
 
 def test_metrics_are_token_means_over_every_micro_batch(make_learner):
