@@ -210,7 +210,8 @@ def test_observations_word_for_word_through_a_two_round_game() -> None:
         "Round 1 of 2. Your card: K. Pot: 2 chips.\n"
         "Your available actions: [check], [bet]\nChoose your action.",
     )
-    play(game, ["[bet]", "[call]"])
+    # a valid move that does not end the game says nothing more
+    assert play(game, ["[bet]", "[call]"]) == [StepResult(valid=True, done=False, reason="")] * 2
     chips = "Chips won so far: Player 0: +2, Player 1: -2."
     finished = "Finished rounds:\n" + ROUND_1
     assert game.observation(0) == _observation(
