@@ -299,7 +299,7 @@ def test_two_samples_of_one_prompt_share_it_and_a_lone_prompt_does_not(make_lear
     learner = make_learner(share_prefix=True)
     pair = _samples([1.0, -1.0, 0.5])[:2]
     lone = _samples([2.0], completions=[[1, 2, 3]], prompt=range(300, 310))
-    batches = learner._micro_batches(pair + lone)
+    batches = learner._micro_batches(lone + pair)  # the lone prompt first: grouping goes on
     assert [b.prefix_ids is not None for b in batches] == [True, False]
     assert batches[0].prefix_ids[0].tolist() == PROMPT and batches[0].input_ids.shape[0] == 2
 
