@@ -185,3 +185,39 @@ def test_adapters_named_like_modules_train_only_their_lora_tensors(tiny_model_pa
     trainable = [n for n, p in learner.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     assert any(".mlp." in n and "lora_" not in n for n, _ in learner.model.named_parameters())
+
+
+def test_learned_absolute_positions_score_like_the_models_own_forward(tmp_path):
+    """GPT-2 adds a learned embedding per absolute position (RoPE only sees relative ones, so
+    the Llama tests cannot tell a shifted position from the right one): the learner's plain
+    and shared-prefix batches must both give the positions of the model's own forward."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=300,
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    learner = Learner(tmp_path, LearnerSettings(lora=None, share_prefix=True))
+    prompt = [(7 * i) % 300 for i in range(5)]
+    samples = _samples([1.0, 1.0, 1.0], prompt=prompt)
+    batches = learner._micro_batches(samples)
+    assert len(batches) == 1 and batches[0].prefix_ids is not None
+    with torch.no_grad():
+        shared = learner._token_logprobs(batches[0])[0].tolist()
+        plain = sum(learner.score(samples), [])  # one sample per batch: no shared prefix
+    expected = []
+    for sample in samples:
+        ids = torch.tensor([sample.turn.prompt_ids + sample.turn.completion_ids])
+        with torch.no_grad():
+            logits = learner.model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+        targets = torch.tensor(sample.turn.completion_ids)[:, None]
+        expected += torch.log_softmax(logits, -1).gather(1, targets)[:, 0].tolist()
+    assert plain == pytest.approx(expected, abs=1e-5)
+    assert shared == pytest.approx(expected, abs=1e-5)
