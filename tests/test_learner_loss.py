@@ -234,6 +234,10 @@ def test_metrics_are_token_means_over_every_micro_batch(make_learner):
     assert stats["train/mismatch_abs_max"] == pytest.approx(max(abs(g) for g in gaps), rel=1e-4)
     # ratio 1.5 is clipped where Â > 0 (samples of 4 and 6 tokens), not where Â < 0
     assert stats["train/clip_frac"] == pytest.approx((4 + 6) / tokens)
+    # PPO per token: −1.28·Â where clipped (ε_high 0.28), −1.5·Â where not; times w, 1/tokens
+    per_token_loss = [-1.28 * 1.0, -1.5 * -1.0, -1.28 * 0.5]
+    losses = [w * loss for w, loss in zip(weights, per_token_loss, strict=True)]
+    assert stats["train/loss"] == pytest.approx(mean(losses), rel=1e-4)
     entropy = sum(float(_entropies(learner, s).sum()) for s in samples) / tokens
     assert stats["train/entropy"] == pytest.approx(entropy, rel=1e-4)
 
