@@ -221,3 +221,12 @@ def test_learned_absolute_positions_score_like_the_models_own_forward(tmp_path):
         expected += torch.log_softmax(logits, -1).gather(1, targets)[:, 0].tolist()
     assert plain == pytest.approx(expected, abs=1e-5)
     assert shared == pytest.approx(expected, abs=1e-5)
+
+
+def test_bf16_allows_its_rounding_but_float32_does_not(tiny_model_path):
+    """A head 0.02 nats off: inside bf16's tolerance (5e-2, for rounding that differs between
+    the model's forward and the learner's chunks), far outside float32's 1e-3."""
+    model = _scaled_logits_model(tiny_model_path, 1.02, 1.0)
+    with pytest.raises(UserError):
+        logit_transform(model, "scaled")
+    assert logit_transform(model.to(torch.bfloat16), "scaled").scale == 1.0
