@@ -6,6 +6,7 @@ from selfplay.advantages import (
     RAEBaseline,
     adpo_eps_high,
     adpo_scale,
+    apply_adpo,
     drop_zero_advantage,
     group_advantages,
     group_relative_samples,
@@ -220,3 +221,46 @@ def test_rae_with_the_spiral_shaped_rewards():
     assert rae.advantage("kuhn", "p1", 0.5) == pytest.approx(0.5 - 0.25)
     assert rae.advantage("kuhn", "p1", -1.5) == pytest.approx(-1.5 - (0.125 - 0.75))
     assert rae.values[("kuhn", "p1")] == pytest.approx(-0.625)
+
+
+# ---- found by mutation testing once the timeout no longer hid survivors ----------------------
+
+
+def test_reinforce_and_rloo_for_small_groups():
+    assert group_advantages([1.0, -0.5, 2.0], "reinforce") == [1.0, -0.5, 2.0]  # no baseline
+    assert group_advantages([3.0], "rloo") == [0.0]  # nothing to leave one out against
+    # G = 2: r_i − r_j, the other sample's reward
+    assert group_advantages([1.0, 0.0], "rloo") == pytest.approx([1.0, -1.0])
+    assert group_advantages([1.0, 0.0, 0.0], "rloo") == pytest.approx([1.0, -0.5, -0.5])
+
+
+def test_advantage_errors_name_the_bad_value():
+    with pytest.raises(ValueError, match=r"^unknown group advantage mode 'ppo'$"):
+        group_advantages([1.0, 0.0], "ppo")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^RAE order must be 'paper' or 'code', not 'late'$"):
+        RAEBaseline(order="late")  # type: ignore[arg-type]
+
+
+def test_rae_default_alpha_is_the_papers_095():
+    rae = RAEBaseline()
+    assert rae.alpha == 0.95
+    assert rae.advantage("kuhn", "p0", 1.0) == pytest.approx(1.0 - 0.05)  # b = 0.05 first
+
+
+def test_adpo_eps_high_is_capped_at_0_3_for_hard_tasks():
+    assert adpo_eps_high(0.0) == pytest.approx(0.3)  # (0.8 − 0)/0.5 = 1.6, clipped to 1
+    assert adpo_eps_high(1.0) == pytest.approx(0.2)
+
+
+def test_apply_adpo_uses_the_given_scale_floor():
+    sample = Sample(turn=_turn("a"), advantage=1.0, pass_rate=0.3)
+    apply_adpo([sample], scale_floor=0.2)
+    assert sample.advantage_scale == pytest.approx(0.2) and sample.eps_high == pytest.approx(0.3)
+
+
+def test_group_relative_samples_keep_their_group_id():
+    episodes = [
+        Episode(loop="x", env="e", turns=[_turn("a")], rewards={"a": r}, group_id="g7")
+        for r in (1.0, 0.0)
+    ]
+    assert {s.group_id for s in group_relative_samples(episodes, "drgrpo")} == {"g7"}
