@@ -11,7 +11,8 @@ import torch
 import selfplay.learner
 from selfplay.errors import UserError
 from selfplay.learner import Learner, LearnerSettings, logit_transform, naive_logprobs
-from tests.test_learner_loss import LORA, _randomise_lora_b, _samples
+from selfplay.losses import LogitTransform
+from tests.test_learner_loss import LORA, _full_logprobs, _randomise_lora_b, _samples
 
 ADAPTERS = ["alpha", "beta"]
 
@@ -137,8 +138,6 @@ def _scaled_logits_model(path, factor: float = 2.0, head_scale: float = 40.0):
 def test_a_head_the_learner_cannot_reproduce_is_refused_in_one_line(
     tiny_model_path, factor, head_scale, dtype, gap
 ):
-    from transformers import LlamaForCausalLM
-
     model = _scaled_logits_model(tiny_model_path, factor, head_scale).to(getattr(torch, dtype))
     with pytest.raises(UserError) as info:
         logit_transform(model, "scaled")
@@ -150,8 +149,13 @@ def test_a_head_the_learner_cannot_reproduce_is_refused_in_one_line(
         f"by {measured} on a probe; ScaledLogits may apply a logit transform the learner does "
         "not know), so it would train on other log-probs than the engine samples"
     )
+
+
+def test_a_plain_head_passes_the_probe(tiny_model_path):
+    from transformers import LlamaForCausalLM
+
     plain = LlamaForCausalLM.from_pretrained(tiny_model_path)
-    assert logit_transform(plain, "plain").scale == 1.0  # a plain head passes the probe
+    assert logit_transform(plain, "plain") == LogitTransform()
 
 
 def test_the_learner_names_the_model_it_refuses(tiny_model_path, monkeypatch):
@@ -214,11 +218,8 @@ def test_learned_absolute_positions_score_like_the_models_own_forward(tmp_path):
         plain = sum(learner.score(samples), [])  # one sample per batch: no shared prefix
     expected = []
     for sample in samples:
-        ids = torch.tensor([sample.turn.prompt_ids + sample.turn.completion_ids])
-        with torch.no_grad():
-            logits = learner.model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
         targets = torch.tensor(sample.turn.completion_ids)[:, None]
-        expected += torch.log_softmax(logits, -1).gather(1, targets)[:, 0].tolist()
+        expected += _full_logprobs(learner, sample.turn).gather(1, targets)[:, 0].tolist()
     assert plain == pytest.approx(expected, abs=1e-5)
     assert shared == pytest.approx(expected, abs=1e-5)
 
