@@ -1,0 +1,7 @@
+"""``python -m selfplay ...``: the same command line as the ``selfplay`` script."""
+
+import sys
+
+from selfplay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,248 @@
+"""Golden runs: seeded tiny runs of every built-in loop must keep their episodes and metrics.
+
+Each experiment below runs end to end through the command line (``python -m selfplay run``) on
+the tiny random model, and its episodes (prompts, completions, token ids, engine log-probs,
+rewards, groups), ``tasks.jsonl`` rows and metrics (all but wall-clock figures) are compared with
+``tests/golden/<name>.json``, written once by the code before a refactor. A refactor that changes
+what a loop samples, scores or trains on fails here. Only public entry points are used (the
+command line, experiment YAML, role prompts and reward plug-ins by path), so the test does not
+change when modules move.
+
+Role prompts with a started reply (``prefill``) make the random model's proposals parse, and a
+reward plug-in turns p̂ into a varied reward, so every loop trains on something.
+
+Regenerate (only when a change of behaviour is intended and explained in the commit):
+``SELFPLAY_UPDATE_GOLDEN=1 pytest tests/test_golden.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("SELFPLAY_UPDATE_GOLDEN") == "1"
+# metrics that measure the machine, not the algorithm
+CLOCK_WORDS = ("seconds", "per_s", "per_minute", "time", "sync/share", "async/", "rss", "memory")
+
+TINY = {
+    "seed": 0,
+    "model": {"path": "tiny-random"},
+    "sampling": {"max_new_tokens": 6},
+    "logging": {"wandb": "disabled", "progress": False},
+    "checkpoint": {"every": 1, "keep": 1},
+}
+CHAIN_SUM = {"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1,
+                                             "max_digits": 1}}
+
+PROMPTS = {
+    # SPICE: the reply starts a free-form JSON question, so the answer is whatever follows
+    "asker.yaml": {
+        "name": "asker",
+        "user": "Ask about: {{ document }} ({{ format }})",
+        "prefill": '{"question": "What is the name of this thing?",\nanswer: ',
+    },
+    "answerer.yaml": {"name": "answerer", "user": "{{ question }} ({{ answer_hint }})",
+                      "prefill": "\\boxed{"},
+    # Agent0 qa: a started proposal whose answer line is the model's
+    "proposer.yaml": {"name": "proposer", "user": "Write a question.",
+                      "prefill": "Question: What is 2 + 3?\nAnswer:"},
+    "solver.yaml": {"name": "solver", "user": "{{ question }}", "prefill": "\\boxed{5}. "},
+    # Agent0 code_io: a whole program and input; the model's tokens follow it
+    "coder.yaml": {"name": "coder", "user": "Write a function.",
+                   "prefill": "```python\ndef f(x):\n    return x * 2\n```\nInput: 3\n\n# "},
+}
+
+REWARDS = '''
+def spread(p_hat):
+    """A proposer reward that varies with p̂ (the tiny model's p̂ is rarely ½)."""
+    return 0.25 + p_hat - 0.5 * p_hat * p_hat
+'''
+
+
+def experiments(folder: Path) -> dict[str, dict]:
+    p = {name: str(folder / name) for name in PROMPTS}
+    return {
+        "rlvr": {
+            **TINY,
+            "loop": "rlvr",
+            "train": {"steps": 3, "lr": 1e-3, "lora": {"r": 4, "alpha": 8}},
+            "roles": {"solver": {"prompt": "solver_terse"}},
+            "rlvr": {"tasks": [CHAIN_SUM], "dataset_size": 4, "prompts_per_step": 2,
+                     "group_size": 3, "eval_size": 2, "lenient": True, "format_reward": 0.5},
+        },
+        "spiral": {
+            **TINY,
+            "loop": "spiral",
+            "sampling": {"max_new_tokens": 8},
+            "train": {"steps": 3, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
+            "roles": {"player": {"prompt": "player"}},
+            "spiral": {
+                "games": [{"id": "kuhn_poker", "kwargs": {"rounds": 1}},
+                          {"id": "tictactoe", "weight": 0.5, "max_turns": 4}],
+                "games_per_step": 3,
+                "lenient": True,
+                "opponent": {"kind": "pool", "pool_size": 2, "refresh_every": 1},
+                "eval_games": 2,
+                "eval_ood_games": ["kuhn_poker"],
+                "eval_reasoning": [CHAIN_SUM],
+                "eval_reasoning_size": 2,
+            },
+        },
+        "spice": {
+            **TINY,
+            "loop": "spice",
+            "sampling": {"max_new_tokens": 4},  # short answers: some ≤ 3 words (valid), some not
+            "train": {"steps": 3, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
+            "roles": {"challenger": {"prompt": p["asker.yaml"]},
+                      "reasoner": {"prompt": p["answerer.yaml"]}},
+            "spice": {
+                "corpus": "pydoc-few",
+                "corpus_cache": str(folder / "cache" / "corpora"),
+                "chunk_max_tokens": 24,
+                "documents_per_step": 2,
+                "attempts_per_document": 2,
+                "max_rounds": 2,
+                "formats": "free",
+                "reasoner_samples": 2,
+                "challenger_reward": "golden_rewards:spread",
+                "contamination": {"enabled": True, "threshold": 0.9},
+                "eval_reasoning": [CHAIN_SUM],
+                "eval_reasoning_size": 2,
+            },
+        },
+        "agent0": {
+            **TINY,
+            "loop": "agent0",
+            "train": {"steps": 4, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
+            # REINFORCE: the advantage is the reward, so equal rewards in a group still train
+            "advantage": {"adpo": True, "estimator": "reinforce"},
+            "roles": {"curriculum": {"prompt": p["proposer.yaml"], "adapter": "own"},
+                      "executor": {"prompt": p["solver.yaml"], "adapter": "own"}},
+            "agent0": {
+                "curriculum_steps": 1, "executor_steps": 1, "samples_per_task": 3,
+                "proposal_group_size": 3, "pool_size": 3, "band": "code", "band_lo": 0.0,
+                "band_hi": 1.0, "executor_tasks_per_step": 2, "executor_group_size": 3,
+                "probe": [CHAIN_SUM], "probe_size": 2, "eval_every": 2,
+                "proposer_reward": "golden_rewards:spread", "repetition_weight": 0.0,
+                "tool": {"max_tool_turns": 1, "max_observation_tokens": 16, "pool_size": 1},
+            },
+        },
+        "agent0-code-io": {
+            **TINY,
+            "loop": "agent0",
+            "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
+            "advantage": {"estimator": "reinforce"},
+            "roles": {"curriculum": {"prompt": p["coder.yaml"], "adapter": "own"},
+                      "executor": {"prompt": p["solver.yaml"], "adapter": "own"}},
+            "agent0": {
+                "task_kind": "code_io", "curriculum_steps": 1, "executor_steps": 1,
+                "samples_per_task": 2, "proposal_group_size": 2, "pool_size": 2,
+                "band": "code", "band_lo": 0.0, "band_hi": 1.0, "executor_tasks_per_step": 1,
+                "executor_group_size": 2, "probe_size": 0, "agreement_gate": True,
+                "reward_form": "code",
+                "tool": {"max_tool_turns": 1, "max_observation_tokens": 16, "pool_size": 1},
+            },
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """Role prompts, the reward plug-in and a five-topic pydoc corpus, built by the CLI."""
+    from pydoc_data.topics import topics
+
+    folder = tmp_path_factory.mktemp("golden")
+    for name, prompt in PROMPTS.items():
+        (folder / name).write_text(yaml.safe_dump(prompt))
+    (folder / "golden_rewards.py").write_text(REWARDS)
+    sources = folder / "docs"
+    sources.mkdir()
+    for name in ("while", "assert", "pass", "lambda", "for"):
+        (sources / f"{name}.txt").write_text(topics[name])
+    selfplay(folder, "corpus", "build", "pydoc-few", str(sources), "--chunk-tokens", "64",
+             "--overlap-tokens", "8", "--batch-size", "4", "--tokenizer", "embedding",
+             "--quiet", cache=folder / "cache")
+    return folder
+
+
+def selfplay(folder: Path, *args: str, cache: Path | None = None) -> None:
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "2"}
+    if cache is not None:
+        env["SELFPLAY_CACHE"] = str(cache)
+    done = subprocess.run([sys.executable, "-m", "selfplay", *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"selfplay {' '.join(args)} failed:\n{done.stderr[-3000:]}"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def essence(run_dir: Path) -> dict:
+    """What must not change: episodes without side-channel info, task rows, metrics without
+    wall-clock figures."""
+    episodes = []
+    for path in sorted((run_dir / "episodes").glob("step-*.jsonl")):
+        for record in read_jsonl(path):
+            record["info"] = {k: v for k, v in record["info"].items() if k != "task_row"}
+            for turn in record["turns"]:
+                turn.pop("prompt_text", None)  # a rendering of the ids, for people
+            episodes.append(record)
+    metrics = [
+        {k: v for k, v in row.items() if not any(word in k for word in CLOCK_WORDS)}
+        for row in read_jsonl(run_dir / "metrics.jsonl")
+    ]
+    return {"episodes": episodes, "tasks": read_jsonl(run_dir / "tasks.jsonl"),
+            "metrics": metrics}
+
+
+def differences(expected, actual, where: str = "") -> list[str]:
+    """Paths where the two differ (floats within 1e-5 relative)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        found = [f"{where}: keys {sorted(set(expected) ^ set(actual))}"] if set(expected) != set(
+            actual) else []
+        for key in sorted(set(expected) & set(actual)):
+            found += differences(expected[key], actual[key], f"{where}.{key}")
+        return found
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            return [f"{where}: {len(expected)} items, now {len(actual)}"]
+        return [d for k, (e, a) in enumerate(zip(expected, actual, strict=True))
+                for d in differences(e, a, f"{where}[{k}]")]
+    if isinstance(expected, float) or isinstance(actual, float):
+        both = isinstance(expected, int | float) and isinstance(actual, int | float)
+        if both and math.isclose(expected, actual, rel_tol=1e-5, abs_tol=1e-6):
+            return []
+        if both and math.isnan(expected) and math.isnan(actual):
+            return []
+    elif expected == actual:
+        return []
+    return [f"{where}: {expected!r} → {actual!r}"]
+
+
+@pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io"])
+def test_golden_run(folder: Path, name: str) -> None:
+    experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
+                  **experiments(folder)[name]}
+    path = folder / f"golden-{name}.yaml"
+    path.write_text(yaml.safe_dump(experiment, sort_keys=False))
+    selfplay(folder, "run", str(path))
+    (run_dir,) = (folder / "runs" / name).iterdir()
+    actual = essence(run_dir)
+    golden = GOLDEN / f"{name}.json"
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        golden.write_text(json.dumps(actual, indent=0, sort_keys=True) + "\n")
+    expected = json.loads(golden.read_text())
+    found = differences(expected, actual)
+    assert not found, f"{len(found)} differences from {golden.name}:\n" + "\n".join(found[:20])
