@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml Makefile
 	command -v chromium >/dev/null || (command -v apt-get >/dev/null && \
 	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
 	  echo "warning: chromium not installed; the analysis page's browser test will be skipped")
-	$(BIN)/python -c "from selfplay.models import resolve_model_path as r; print('model:', r('embedded'))"
+	$(BIN)/python -c "from selfplay.engines.models import resolve_model_path as r; print('model:', r('embedded'))"
 	touch $(STAMP)
 
 run: setup
@@ -50,12 +50,12 @@ $(VLLM_STAMP): Makefile
 	touch $(VLLM_STAMP)
 
 test-vllm: setup $(VLLM_STAMP)
-	SELFPLAY_TEST_MODEL_DIR="$$($(BIN)/python -c 'from selfplay.models import resolve_model_path as r; print(r("embedded"))')" \
+	SELFPLAY_TEST_MODEL_DIR="$$($(BIN)/python -c 'from selfplay.engines.models import resolve_model_path as r; print(r("embedded"))')" \
 	  PYTHONPATH=. $(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/integration/test_vllm_engine.py
 
 # vLLM vs hf tokens/s on the same prompts, in one run (selfplay bench engine --backend vllm)
 bench-vllm: setup $(VLLM_STAMP)
-	PYTHONPATH=. $(VLLM_VENV)/bin/python -m selfplay.cli bench engine --backend vllm
+	PYTHONPATH=. $(VLLM_VENV)/bin/python -m selfplay bench engine --backend vllm
 
 test-all: setup
 	$(BIN)/pytest -q -m "slow or not slow"

@@ -41,7 +41,7 @@ from corpora.embedding import Embedder, resolve_embedding_model
 from corpora.index import build_index, choose_kind, index_params, save_index
 from corpora.sources import Document, read_sources
 from selfplay.config import CorpusSettings
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 NEAR_DUPLICATE_NEIGHBOURS = 8  # neighbours examined per chunk for near-duplicates
 
@@ -130,7 +130,7 @@ def _chunking_tokenizer(spec: str, embedder: Embedder):
 
 @cache
 def _model_tokenizer(spec: str):
-    from selfplay.models import load_tokenizer, resolve_model_path
+    from selfplay.engines.models import load_tokenizer, resolve_model_path
 
     tokenizer = load_tokenizer(resolve_model_path(spec))
     if not getattr(tokenizer, "is_fast", False):

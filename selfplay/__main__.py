@@ -2,6 +2,6 @@
 
 import sys
 
-from selfplay.cli import main
+from selfplay.cli.main import main
 
 sys.exit(main())

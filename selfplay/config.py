@@ -12,7 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 
 class Strict(BaseModel):
@@ -229,7 +229,7 @@ class CorpusSettings(Strict):
 
     chunk_tokens: int = Field(256, ge=16, le=5992)
     overlap_tokens: int = Field(32, ge=0)
-    tokenizer: str = "embedded"  # a model spec (see selfplay.models) or "embedding"
+    tokenizer: str = "embedded"  # a model spec (see selfplay.engines.models) or "embedding"
     embedding_model: str = "minilm"  # the offline MiniLM package, or a local model folder
     batch_size: int = Field(32, ge=1)  # chunks per embedding batch
     # near-duplicates: cosine of the chunk embeddings at or above this is one chunk (1.0: off)

@@ -19,7 +19,7 @@ def tiny_model_path():
     import transformers
 
     transformers.logging.set_verbosity_error()
-    from selfplay.models import resolve_model_path
+    from selfplay.engines.models import resolve_model_path
 
     return resolve_model_path("tiny-random")
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from selfplay.advantages import (
+from selfplay.rl.advantages import (
     RAEBaseline,
     adpo_eps_high,
     adpo_scale,
@@ -129,7 +129,7 @@ def test_adpo_in_a_loop_without_pass_rates_is_a_one_line_error(tmp_path, capsys,
     """Without p̂ every sample would get scale 1 and the global ε_high: ADPO would do nothing."""
     import yaml
 
-    from selfplay.cli import main
+    from selfplay.cli.main import main
     from tests.conftest import tiny_config
 
     data = tiny_config(tmp_path) if loop == "rlvr" else _spiral_data(tmp_path)

@@ -10,7 +10,7 @@ from tests.conftest import tiny_config
 
 
 def test_prefill_is_appended_after_the_generation_prompt(tmp_path, tiny_model_path):
-    from selfplay.models import load_tokenizer
+    from selfplay.engines.models import load_tokenizer
 
     role = tmp_path / "asker.yaml"
     role.write_text("user: 'Ask about {{ topic }}.'\nprefill: 'Question: What is {{ topic }}'\n")
@@ -105,7 +105,7 @@ def test_tiny_iteration_runs_both_phases_and_keeps_adapters_apart(
 
     import torch
 
-    from selfplay.runner import build, train_step
+    from selfplay.running.runner import build, train_step
 
     _varied_answers(monkeypatch)
     config = validate(agent0_config(tmp_path), "test")
@@ -159,10 +159,10 @@ def test_adpo_gradients_scale_with_the_pool_p_hat(tmp_path, tiny_model_path):
     reaches the loss's clip ceiling."""
     import torch
 
-    from selfplay.advantages import adpo_eps_high, adpo_scale
-    from selfplay.learner import Learner
     from selfplay.loops.agent0 import Agent0Loop
-    from selfplay.runner import learner_settings
+    from selfplay.rl.advantages import adpo_eps_high, adpo_scale
+    from selfplay.running.runner import learner_settings
+    from selfplay.training.learner import Learner
     from selfplay.types import Episode, Turn
 
     config = validate(agent0_config(tmp_path), "test")
@@ -230,7 +230,7 @@ def test_adpo_gradients_scale_with_the_pool_p_hat(tmp_path, tiny_model_path):
 def test_bad_input_is_one_line_exit_2_and_no_run_folder(tmp_path, capsys, change, needle):
     import yaml
 
-    from selfplay.cli import main
+    from selfplay.cli.main import main
 
     data = agent0_config(tmp_path)
     for key, value in change.items():
@@ -269,7 +269,7 @@ def test_resume_after_kill_9_mid_executor_phase_keeps_the_pool(tmp_path, tiny_mo
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(data))
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    command = [sys.executable, "-m", "selfplay.cli"]
+    command = [sys.executable, "-m", "selfplay"]
     process = subprocess.Popen(
         [*command, "run", str(path)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -347,8 +347,8 @@ def test_code_io_tasks_are_grounded_and_checked_by_execution(tmp_path):
     import asyncio
     import dataclasses
 
+    from selfplay.engines.policy import BatchingPolicy
     from selfplay.loops.agent0 import Agent0Loop, parse_code_io
-    from selfplay.scheduler import BatchingPolicy
 
     config = validate(
         agent0_config(tmp_path, task_kind="code_io", code_io_modes=["deduction"]), "test"

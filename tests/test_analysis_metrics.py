@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from curricula.analysis import compute, difficulty, diversity, games, judge, passk, tasks
+from curricula.analysis import difficulty, diversity, tasks
+from selfplay.stats import compute, games, judge, passk
 
 
 # ---------------------------------------------------------------- difficulty

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
+from selfplay.analysis.report import analyze
 from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import Options, build_sections, compute_points
-from selfplay.cli import main
-from selfplay.report import analyze
+from selfplay.cli.main import main
 from tests.analysis_data import make_curriculum_run, make_game_run
 
 

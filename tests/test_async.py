@@ -6,8 +6,8 @@ import threading
 import pytest
 
 from selfplay.config import validate
-from selfplay.errors import UserError
-from selfplay.runner import build, run
+from selfplay.core.errors import UserError
+from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 
 STEPS = 4
@@ -164,7 +164,7 @@ def test_bench_step_times_both_modes(tmp_path, tiny_model_path, capsys):
 
 
 def test_cores_are_split_only_for_an_in_process_cpu_engine(tmp_path, tiny_model_path):
-    from selfplay.rollouts import AsyncRollouts, shares_cpu_with_learner
+    from selfplay.running.rollouts import AsyncRollouts, shares_cpu_with_learner
 
     world, _ = _async_world(tmp_path, max_staleness=1)
     assert shares_cpu_with_learner(world.engine)

@@ -6,9 +6,9 @@ import sys
 import pytest
 import yaml
 
-from selfplay.cli import main
+from selfplay.cli.main import main
 from selfplay.config import apply_override, load_experiment, validate
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 from tests.conftest import tiny_config
 
 
@@ -93,7 +93,7 @@ def test_unknown_role_prompt_is_one_line(tmp_path, capsys):
 
 def test_hub_id_without_network_is_one_line(tmp_path):
     code = (
-        "import sys; from selfplay.cli import main;"
+        "import sys; from selfplay.cli.main import main;"
         f"sys.exit(main(['run', {str(_write(tmp_path, tiny_config(tmp_path)))!r},"
         "'model.path=nobody/no-such-model-xyz']))"
     )

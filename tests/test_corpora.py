@@ -19,7 +19,7 @@ from corpora import (
 )
 from corpora.corpus import shared_embedder
 from corpora.embedding import MINILM
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 TOPICS = ["while", "del", "return", "global", "nonlocal", "lambda", "pass", "assert"]
 COPIED = {  # sentences copied word for word from the pydoc topics

@@ -13,12 +13,12 @@ from corpora.chunking import chunk_text, token_offsets
 from corpora.corpus import Chunk
 from corpora.index import build_index, choose_kind, index_params
 from corpora.sources import Document, clean_text, html_to_text, read_sources
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from selfplay.models import load_tokenizer, resolve_model_path
+    from selfplay.engines.models import load_tokenizer, resolve_model_path
 
     return load_tokenizer(resolve_model_path("embedded"))
 

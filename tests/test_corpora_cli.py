@@ -2,7 +2,7 @@
 built and searched, and every bad input is one line on stderr with exit code 2.
 
 In-process ``main([...])`` (the model loads once per test process); one real subprocess checks
-the exit code and stderr of `python -m selfplay.cli`."""
+the exit code and stderr of `python -m selfplay`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.cli import main
+from selfplay.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = ["run-folder.md", "design-notes.md", "async.md"]
@@ -28,7 +28,7 @@ def cache(tmp_path, monkeypatch):
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "selfplay.cli", *args],
+        [sys.executable, "-m", "selfplay", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

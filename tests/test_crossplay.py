@@ -8,8 +8,15 @@ import json
 
 import pytest
 
-from selfplay.cli import main
-from selfplay.crossplay import GameResult, crossplay, gold, ratings, task_ranges, win_matrix
+from selfplay.cli.main import main
+from selfplay.evaluation.crossplay import (
+    GameResult,
+    crossplay,
+    gold,
+    ratings,
+    task_ranges,
+    win_matrix,
+)
 from tests.tiny_run import make_tiny_run
 
 

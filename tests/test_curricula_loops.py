@@ -11,8 +11,8 @@ import re
 import pytest
 
 from selfplay.config import validate
+from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import make_loop
-from selfplay.scheduler import BatchingPolicy
 from selfplay.types import Completion
 from tests.test_agent0 import agent0_config
 
@@ -23,7 +23,7 @@ IN_BAND = {"it0-p2", "it0-p3", "it0-p4"}
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_path):
-    from selfplay.models import load_tokenizer
+    from selfplay.engines.models import load_tokenizer
 
     return load_tokenizer(tiny_model_path)
 

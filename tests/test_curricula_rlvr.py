@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import yaml
 
-from selfplay.cli import main
+from selfplay.cli.main import main
 from selfplay.config import validate
-from selfplay.runner import build, restore, run
+from selfplay.running.runner import build, restore, run
 from tests.conftest import tiny_config
 
 LEVELS = [

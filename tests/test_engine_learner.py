@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from selfplay.engines.hf import HFEngine, LoraSpec
-from selfplay.learner import Learner, LearnerSettings
+from selfplay.training.learner import Learner, LearnerSettings
 from selfplay.types import Request, Sample, SamplingParams, Turn
 
 LORA = LoraSpec(r=4, alpha=8)
@@ -137,7 +137,7 @@ def test_full_finetune_syncs_full_weights(tiny_model_path):
 
 
 def test_merged_single_adapter_batches_leave_base_weights_exact(pair, tiny_model_path):
-    from selfplay.models import load_causal_lm
+    from selfplay.engines.models import load_causal_lm
 
     engine, learner = pair
     engine.generate(_requests(["alpha"], temperature=0.0))  # merges alpha into the base
@@ -180,7 +180,7 @@ def test_learner_scores_top_p_turns_like_the_engine(pair):
         assert min(x - y for x, y in zip(scored, plain, strict=True)) > 0.05
     batch = learner._micro_batches(samples)[0]
     logp, _ = learner._token_logprobs(batch)
-    from selfplay.losses import tis_weights
+    from selfplay.rl.losses import tis_weights
 
     weights = tis_weights(logp.detach(), batch.engine_logprobs, 2.0)
     assert torch.allclose(weights, torch.ones_like(weights), atol=1e-3)
@@ -294,15 +294,15 @@ def test_scaled_and_softcapped_heads_score_like_the_model(tmp_path, name, extra)
 def test_a_refused_model_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
     import yaml
 
-    import selfplay.runner
-    from selfplay.cli import main
-    from selfplay.errors import UserError
+    import selfplay.running.runner
+    from selfplay.cli.main import main
+    from selfplay.core.errors import UserError
     from tests.conftest import tiny_config
 
     def refuse(*args, **kwargs):
         raise UserError("model tiny: its logits are not reproduced from its hidden states")
 
-    monkeypatch.setattr(selfplay.runner, "Learner", refuse)
+    monkeypatch.setattr(selfplay.running.runner, "Learner", refuse)
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(tiny_config(tmp_path)))
     assert main(["run", str(path)]) == 2

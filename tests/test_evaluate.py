@@ -12,11 +12,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from curricula.analysis.passk import pass_at_k
-from selfplay.cli import main
-from selfplay.errors import UserError
-from selfplay.evaluate import Problem, evaluate, gold_answer, grade, load_suite, summarize
-from selfplay.snapshots import RunModel, adapter_weights_from_trainable
+from selfplay.cli.main import main
+from selfplay.core.errors import UserError
+from selfplay.evaluation.evaluate import (
+    Problem,
+    evaluate,
+    gold_answer,
+    grade,
+    load_suite,
+    summarize,
+)
+from selfplay.evaluation.snapshots import RunModel, adapter_weights_from_trainable
+from selfplay.stats.passk import pass_at_k
 from tests.tiny_run import make_tiny_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +114,7 @@ def test_evaluate_a_tiny_run_at_archived_steps(tmp_path):
 
 def test_judge_prompt_verdicts_and_correction():
     from roles import load_role
-    from selfplay.judge import corrected, parse_verdict
+    from selfplay.evaluation.judge import corrected, parse_verdict
 
     messages = load_role("judge").render(question="q?", reference="4", response="it is 4")
     assert "Reference answer:\n4" in messages[-1]["content"] and messages[0]["role"] == "system"
@@ -132,7 +139,7 @@ def test_cli_bad_suite_and_offline_hub_are_one_line(tmp_path, capsys):
     assert "unknown suite 'nope'" in capsys.readouterr().err
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "selfplay.cli", "evaluate", str(run_dir), "--suite",
+        [sys.executable, "-m", "selfplay", "evaluate", str(run_dir), "--suite",
          "hf:openai/gsm8k:main"], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1

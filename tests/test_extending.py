@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from selfplay import cli, plugins
-from selfplay.errors import UserError
+from selfplay import cli
+from selfplay.core import plugins
+from selfplay.core.errors import UserError
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 FILE_BLOCK = re.compile(r"```\w+ file=(\S+)\n(.*?)```", re.S)

@@ -8,7 +8,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from selfplay.engines.fast_decode import PreallocatedLayer, grouped_decode_attention
 from selfplay.engines.hf import HFEngine, _sample_rows
-from selfplay.models import load_causal_lm
+from selfplay.engines.models import load_causal_lm
 from selfplay.types import Request, SamplingParams
 
 

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LEAF_PACKAGES = ("games", "curricula", "corpora", "sandbox", "roles")
-TOP = ("selfplay.runner", "selfplay.cli")
+TOP = ("selfplay.running.runner", "selfplay.cli.main")
 
 
 def module_name(path: Path) -> str:
@@ -123,14 +123,14 @@ def test_the_checker_sees_late_imports_and_cycles(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from selfplay.cli import main\n"
-        "def f():\n    from selfplay.runner import lora_spec\n"
+        "if TYPE_CHECKING:\n    from selfplay.cli.main import main\n"
+        "def f():\n    from selfplay.running.runner import lora_spec\n"
     )
     assert imports_of(module) == {
         "typing",
         "typing.TYPE_CHECKING",
-        "selfplay.runner",
-        "selfplay.runner.lora_spec",
+        "selfplay.running.runner",
+        "selfplay.running.runner.lora_spec",
     }
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -10,9 +10,9 @@ import math
 import pytest
 import torch
 
-from selfplay.advantages import apply_adpo
 from selfplay.engines.hf import LoraSpec
-from selfplay.learner import Learner, LearnerSettings
+from selfplay.rl.advantages import apply_adpo
+from selfplay.training.learner import Learner, LearnerSettings
 from selfplay.types import Sample, Turn
 
 LORA = LoraSpec(r=4, alpha=8)

@@ -8,10 +8,10 @@ import io
 import pytest
 import torch
 
-import selfplay.learner
-from selfplay.errors import UserError
-from selfplay.learner import Learner, LearnerSettings, logit_transform, naive_logprobs
-from selfplay.losses import LogitTransform
+import selfplay.training.learner
+from selfplay.core.errors import UserError
+from selfplay.rl.losses import LogitTransform
+from selfplay.training.learner import Learner, LearnerSettings, logit_transform, naive_logprobs
 from tests.test_learner_loss import LORA, _full_logprobs, _randomise_lora_b, _samples
 
 ADAPTERS = ["alpha", "beta"]
@@ -163,7 +163,7 @@ def test_the_learner_names_the_model_it_refuses(tiny_model_path, monkeypatch):
         assert dtype == "float32"
         return _scaled_logits_model(path)
 
-    monkeypatch.setattr(selfplay.learner, "load_causal_lm", load)
+    monkeypatch.setattr(selfplay.training.learner, "load_causal_lm", load)
     with pytest.raises(UserError, match=f"^model {tiny_model_path}: its logits are not reproduced"):
         Learner(tiny_model_path, LearnerSettings(lora=None))
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from selfplay.losses import (
+from selfplay.rl.losses import (
     LogitTransform,
     chunked_logprobs,
     nucleus_mask,

@@ -6,10 +6,10 @@ import pytest
 import torch
 from rich.console import Console
 
+from selfplay.cli.play import load_policy, play
 from selfplay.config import dump, validate
-from selfplay.errors import UserError
-from selfplay.play import load_policy, play
-from selfplay.runner import build, run
+from selfplay.core.errors import UserError
+from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 
 

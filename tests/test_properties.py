@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from games import KuhnPoker, SimpleNegotiation, TicTacToe, candidate_actions
-from selfplay.losses import AGGREGATIONS, token_coefficients
+from selfplay.rl.losses import AGGREGATIONS, token_coefficients
 from selfplay.types import Sample, Turn
 
 GAMES = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.report import analyze
+from selfplay.analysis.report import analyze
 from tests.analysis_data import make_curriculum_run, make_game_run
 
 ARTEFACTS = Path(__file__).resolve().parent.parent / "runs" / "test-artefacts"

@@ -23,7 +23,7 @@ def _rows(run_dir):
 
 
 def _selfplay(*args):
-    return [sys.executable, "-m", "selfplay.cli", *args]
+    return [sys.executable, "-m", "selfplay", *args]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

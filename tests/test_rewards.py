@@ -24,7 +24,7 @@ from curricula.rewards import (
     uncertainty,
     uncertainty_code,
 )
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 
 @pytest.mark.parametrize(

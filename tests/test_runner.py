@@ -5,7 +5,7 @@ import json
 import torch
 
 from selfplay.config import validate
-from selfplay.runner import build, run
+from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 
 

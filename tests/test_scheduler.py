@@ -1,6 +1,6 @@
 import asyncio
 
-from selfplay.scheduler import BatchingPolicy
+from selfplay.engines.policy import BatchingPolicy
 from selfplay.types import Completion, Request
 
 

@@ -15,7 +15,8 @@ import re
 import pytest
 
 from selfplay.config import validate
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import make_loop
 from selfplay.loops.spice import (
     GeneratedTask,
@@ -23,7 +24,6 @@ from selfplay.loops.spice import (
     parse_challenger,
     reasoner_answer,
 )
-from selfplay.scheduler import BatchingPolicy
 from selfplay.types import Completion
 from tests.conftest import tiny_config
 
@@ -89,7 +89,7 @@ class ScriptedEngine:
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_path):
-    from selfplay.models import load_tokenizer
+    from selfplay.engines.models import load_tokenizer
 
     return load_tokenizer(tiny_model_path)
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from selfplay.config import validate
-from selfplay.runner import build, resume, run
+from selfplay.running.runner import build, resume, run
 from tests.conftest import tiny_config
 
 TOPICS = ("while", "assert", "pass", "lambda", "for")
@@ -98,7 +98,7 @@ def test_cli_bad_reward_name_is_one_line_exit_2(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(config))
     result = subprocess.run(
-        [sys.executable, "-m", "selfplay.cli", "run", str(path)],
+        [sys.executable, "-m", "selfplay", "run", str(path)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -6,8 +6,8 @@ import pytest
 
 from games import legal_actions_from_text
 from selfplay.config import validate
+from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.spiral import SpiralLoop, game_rates
-from selfplay.scheduler import BatchingPolicy
 from selfplay.types import Completion
 from tests.conftest import tiny_config
 
@@ -202,7 +202,7 @@ def test_textarena_game_through_the_loop(tmp_path):
 
 def test_pool_opponent_snapshots_into_the_engine(tmp_path, tiny_model_path):
     from selfplay.engines.hf import HFEngine, LoraSpec
-    from selfplay.learner import Learner, LearnerSettings
+    from selfplay.training.learner import Learner, LearnerSettings
 
     config = spiral_config(tmp_path, opponent={"kind": "pool", "pool_size": 2, "refresh_every": 1})
     loop = SpiralLoop(config)

@@ -15,11 +15,11 @@ import torch
 from sandbox import SandboxLimits, SandboxPool
 from selfplay.config import ToolConfig, validate
 from selfplay.engines.hf import HFEngine, LoraSpec
-from selfplay.learner import Learner, LearnerSettings
+from selfplay.engines.models import load_tokenizer
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.engines.tools import CLOSE_FENCE, STOP, extract_code, tool_rollout
 from selfplay.loops.rlvr import RlvrLoop
-from selfplay.models import load_tokenizer
-from selfplay.scheduler import BatchingPolicy
-from selfplay.tools import CLOSE_FENCE, STOP, extract_code, tool_rollout
+from selfplay.training.learner import Learner, LearnerSettings
 from selfplay.types import Completion, Request, Sample, SamplingParams
 from tests.conftest import tiny_config
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from selfplay.config import validate
-from selfplay.runner import build, run
+from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 
 

@@ -8,8 +8,7 @@ folder and draws the pages from these.
 - ``diversity``: self-BLEU, distinct-n, BLEU-distance clusters, embedding dispersion, clusters,
   near-duplicates within and across iterations
 - ``tasks``: validity rate, answer-type mix, degenerate answers, tool calls per task
-- ``games``: win/draw/invalid rates per game, seat and opponent; response length
-- ``compute``: the ScaleRL compute curve fit with uncertainty
-- ``passk``: the unbiased pass@k estimator
-- ``judge``: the bias-corrected LLM-as-judge estimate with its interval
+
+Evaluation statistics that are not about curricula (pass@k, judge correction, compute curves,
+game rates) live in ``selfplay.stats``.
 """

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from rich.progress import Progress
 
-from curricula.analysis import difficulty, games
+from curricula.analysis import difficulty
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import (
@@ -29,6 +29,7 @@ from selfplay.analysis.sections import (
     overview_lines,
     score_key,
 )
+from selfplay.stats import games
 
 MAX_TABLE_ROWS = 20_000
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 
 def read_jsonl(path: Path, problems: list[str] | None = None) -> list[dict]:

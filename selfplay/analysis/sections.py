@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from curricula.analysis import compute, difficulty, diversity, games, tasks
+from curricula.analysis import difficulty, diversity, tasks
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
+from selfplay.stats import compute, games
 
 HIST_BINS = 10
 

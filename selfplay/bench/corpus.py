@@ -29,7 +29,7 @@ from rich.table import Table
 
 from corpora.index import build_index, index_params
 from selfplay.config import CorpusSettings
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 TARGET_RECALL = 0.95
 LATENCY_QUERIES = 100  # single-query timings per index (p50 / p99)

@@ -15,7 +15,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from selfplay.models import load_causal_lm, load_tokenizer, resolve_model_path
+from selfplay.engines.models import load_causal_lm, load_tokenizer, resolve_model_path
 from selfplay.types import Request, SamplingParams
 
 TOPICS = [

@@ -37,8 +37,8 @@ def _run_side(
 
     transformers.logging.set_verbosity_error()
     from selfplay.engines.hf import LoraSpec
-    from selfplay.learner import Learner, LearnerSettings, naive_logprobs
-    from selfplay.models import resolve_model_path
+    from selfplay.engines.models import resolve_model_path
+    from selfplay.training.learner import Learner, LearnerSettings, naive_logprobs
     from selfplay.types import Sample, Turn
 
     torch.set_num_threads(max(torch.get_num_threads(), 1))

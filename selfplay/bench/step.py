@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from selfplay.config import find_experiment, load_experiment, read_yaml
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 QUIET = ["logging.wandb=disabled", "logging.progress=false"]
 
@@ -44,7 +44,7 @@ def _overrides(experiment: str, steps: int, mode: str, staleness: int, extra: li
 
 
 def run_mode(experiment: str, steps: int, mode: str, staleness: int, extra: list[str]) -> dict:
-    from selfplay.runner import build, new_run_dir, run
+    from selfplay.running.runner import build, new_run_dir, run
 
     config = load_experiment(experiment, _overrides(experiment, steps, mode, staleness, extra))
     with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:

@@ -30,7 +30,7 @@ import torch
 
 from selfplay.config import LORA_TARGETS
 from selfplay.engines.base import encode_request
-from selfplay.models import load_causal_lm, load_tokenizer
+from selfplay.engines.models import load_causal_lm, load_tokenizer
 from selfplay.types import Completion, Request
 
 BASE_ADAPTER = "base"  # requests for this adapter run on the bare base model

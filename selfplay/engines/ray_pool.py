@@ -21,8 +21,8 @@ import ray
 import torch
 from ray.exceptions import RayActorError
 
-from selfplay.errors import UserError
-from selfplay.models import load_tokenizer
+from selfplay.core.errors import UserError
+from selfplay.engines.models import load_tokenizer
 from selfplay.types import Completion, Request
 
 DEFAULT_OBJECT_STORE_MB = 256  # LoRA syncs are megabytes; keep the local store small

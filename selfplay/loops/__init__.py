@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from selfplay import plugins
-from selfplay.errors import UserError
+from selfplay.core import plugins
+from selfplay.core.errors import UserError
 
 if TYPE_CHECKING:
     from selfplay.config import ExperimentConfig

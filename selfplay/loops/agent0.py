@@ -5,7 +5,7 @@ the same batches. Training steps map to (iteration, phase): each iteration runs
 ``curriculum_steps`` curriculum steps, then ``executor_steps`` executor steps.
 
 - **Curriculum phase**: the ``curriculum`` role proposes tasks (question + its own answer); the
-  frozen executor answers each one k times with the Python tool (``selfplay.tools``); p̂ and
+  frozen executor answers each one k times with the Python tool (``selfplay.engines.tools``); p̂ and
   the majority answer come from those k samples (``curricula.consistency``); the curriculum
   role trains with GRPO on the composite reward (``curricula.rewards``, paper or code form).
   Only curriculum turns carry rewards, so the executor's weights never change in this phase.
@@ -44,11 +44,11 @@ from curricula.rewards import (
 )
 from curricula.samplers import Curriculum, Group, groups_of
 from sandbox import SandboxLimits, SandboxPool
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.engines.tools import tool_rollout
 from selfplay.loops.base import Loop
 from selfplay.loops.rlvr import build_tasks
-from selfplay.scheduler import BatchingPolicy
-from selfplay.tools import tool_rollout
 from selfplay.types import Episode, Request, Turn
 
 CURRICULUM, EXECUTOR = "curriculum", "executor"

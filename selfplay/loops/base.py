@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from roles import RolePrompt, load_role
-from selfplay.advantages import RAEBaseline, apply_adpo, group_relative_samples, rae_samples
 from selfplay.config import ExperimentConfig
-from selfplay.errors import UserError
-from selfplay.losses import LOSS_PRESETS
-from selfplay.scheduler import BatchingPolicy
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.rl.advantages import RAEBaseline, apply_adpo, group_relative_samples, rae_samples
+from selfplay.rl.losses import LOSS_PRESETS
 from selfplay.types import Completion, Episode, Request, Sample, SamplingParams, Turn
 
 

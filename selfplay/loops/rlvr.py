@@ -12,9 +12,9 @@ The sampler's state (effective-prompt ratio, sampled difficulty, top tasks) goes
 ``metrics.jsonl`` and the per-task table to ``curriculum/tasks.csv``. With ``eval_split:
 heldout`` evaluation uses tasks from the same families and levels that training never sees.
 
-With ``rlvr.tool`` set, the solver may run Python while it answers (``selfplay.tools``): each
-episode is one tool-integrated rollout, graded on its whole transcript (tool output included, so
-an answer the code printed counts in lenient mode), with tool calls and errors in ``info``.
+With ``rlvr.tool`` set, the solver may run Python while it answers (``selfplay.engines.tools``):
+each episode is one tool-integrated rollout, graded on its whole transcript (tool output included,
+so an answer the code printed counts in lenient mode), with tool calls and errors in ``info``.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import reasoning_gym
 from curricula.answers import grade_answer
 from curricula.samplers import Curriculum, Group, groups_of
 from sandbox import SandboxLimits, SandboxPool
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.engines.tools import tool_rollout
 from selfplay.loops.base import Loop
-from selfplay.scheduler import BatchingPolicy
-from selfplay.tools import tool_rollout
 from selfplay.types import Completion, Episode, Request, Turn
 
 ROLE = "solver"

@@ -32,10 +32,10 @@ from pathlib import Path
 from curricula.answers import answers_equal, grade_answer, last_boxed
 from curricula.rewards import resolve_reward
 from curricula.samplers import Curriculum, Group
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop
 from selfplay.loops.rlvr import build_tasks
-from selfplay.scheduler import BatchingPolicy
 from selfplay.types import Episode, Request
 
 CHALLENGER, REASONER = "challenger", "reasoner"

@@ -35,11 +35,11 @@ from curricula.answers import grade_answer
 from curricula.samplers import Curriculum, Group
 from games import CheckpointPool, RandomOpponent, assign_seats, extract_action, match_legal
 from roles import load_role
+from selfplay.core.errors import UserError
 from selfplay.engines.hf import BASE_ADAPTER
-from selfplay.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop
 from selfplay.loops.rlvr import build_tasks
-from selfplay.scheduler import BatchingPolicy
 from selfplay.types import Episode, Request
 
 ROLE = "player"

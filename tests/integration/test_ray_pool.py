@@ -16,21 +16,21 @@ ray = pytest.importorskip("ray")
 import torch  # noqa: E402
 from peft import get_peft_model_state_dict  # noqa: E402
 
-from selfplay.checkpoint import Checkpointer  # noqa: E402
 from selfplay.config import ExperimentConfig, validate  # noqa: E402
 from selfplay.engines.base import Engine  # noqa: E402
 from selfplay.engines.hf import HFEngine  # noqa: E402
+from selfplay.engines.policy import BatchingPolicy  # noqa: E402
 from selfplay.engines.ray_pool import (  # noqa: E402
     RayEnginePool,
     build_ray_engine,
     connect,
     split_evenly,
 )
-from selfplay.learner import Learner  # noqa: E402
 from selfplay.loops import make_loop  # noqa: E402
-from selfplay.runner import World, learner_settings, lora_spec, run, train_step  # noqa: E402
-from selfplay.scheduler import BatchingPolicy  # noqa: E402
-from selfplay.tracking import RunLogger  # noqa: E402
+from selfplay.running.checkpoint import Checkpointer  # noqa: E402
+from selfplay.running.runner import World, learner_settings, lora_spec, run, train_step  # noqa: E402
+from selfplay.running.tracking import RunLogger  # noqa: E402
+from selfplay.training.learner import Learner  # noqa: E402
 from selfplay.types import Request, SamplingParams  # noqa: E402
 from tests.conftest import tiny_config  # noqa: E402
 

@@ -13,15 +13,15 @@ import games
 from games import extract_action, match_legal
 from roles import load_role
 from selfplay.config import read_yaml, validate
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 from selfplay.types import Request, SamplingParams
 
 
 def load_policy(run: str | None, model: str):
     """An hf engine with the run's latest trained LoRA weights (or the bare model)."""
-    from selfplay.checkpoint import Checkpointer
     from selfplay.engines.hf import HFEngine, lora_spec
-    from selfplay.models import resolve_model_path
+    from selfplay.engines.models import resolve_model_path
+    from selfplay.running.checkpoint import Checkpointer
 
     if run is None:
         return HFEngine(resolve_model_path(model)), "base"

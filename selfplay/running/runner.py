@@ -14,20 +14,20 @@ from pathlib import Path
 
 import torch
 
-from selfplay.advantages import drop_zero_advantage
-from selfplay.checkpoint import Checkpointer, restore_rng, rng_state
+from selfplay.analysis.report import write_report
 from selfplay.config import ExperimentConfig, dump, read_yaml, validate
+from selfplay.core.errors import UserError
 from selfplay.engines.hf import HFEngine, lora_spec
-from selfplay.errors import UserError
-from selfplay.learner import Learner, LearnerSettings
+from selfplay.engines.models import resolve_model_path
+from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import make_loop
 from selfplay.loops.base import Loop
-from selfplay.losses import LOSS_PRESETS
-from selfplay.models import resolve_model_path
-from selfplay.report import write_report
-from selfplay.rollouts import AsyncRollouts, Rollout, collect
-from selfplay.scheduler import BatchingPolicy
-from selfplay.tracking import RunLogger, console, read_metrics
+from selfplay.rl.advantages import drop_zero_advantage
+from selfplay.rl.losses import LOSS_PRESETS
+from selfplay.running.checkpoint import Checkpointer, restore_rng, rng_state
+from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
+from selfplay.running.tracking import RunLogger, console, read_metrics
+from selfplay.training.learner import Learner, LearnerSettings
 
 
 def learner_settings(config: ExperimentConfig) -> LearnerSettings:

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
+from selfplay.core.errors import UserError
 from selfplay.engines.hf import LoraSpec, attach_adapters
-from selfplay.errors import UserError
-from selfplay.losses import (
+from selfplay.engines.models import load_causal_lm
+from selfplay.rl.losses import (
     Aggregation,
     LogitTransform,
     Objective,
@@ -29,7 +30,6 @@ from selfplay.losses import (
     token_coefficients,
     token_losses,
 )
-from selfplay.models import load_causal_lm
 from selfplay.types import Sample
 
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .once import run_once
-from .pool import SandboxPool
-from .types import ExecResult, SandboxLimits
+from sandbox.once import run_once
+from sandbox.pool import SandboxPool
+from sandbox.types import ExecResult, SandboxLimits
 
 BENCH_CODE = "import math\nprint(sum(math.isqrt(i) for i in range(2000)))\n"
 EXPECTED = str(sum(__import__("math").isqrt(i) for i in range(2000))) + "\n"

@@ -9,7 +9,7 @@ Suites (offline by default):
 - ``hf:<dataset>[:<config>][@<split>]`` — a Hugging Face hub dataset, only with network.
 
 Every problem is answered greedily once and sampled ``n`` times; greedy accuracy and pass@k
-(the unbiased estimator, ``curricula.analysis.passk``) are reported, without the Python tool
+(the unbiased estimator, ``selfplay.stats.passk``) are reported, without the Python tool
 and, with ``--tool``, with it as well. Answers are checked by the family's verifier and
 Math-Verify (``curricula.answers``). Results go to ``RUN/evaluations.jsonl`` (one row per
 setting) and ``RUN/evaluations/<suite>-step-N.jsonl`` (every answer).
@@ -24,11 +24,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from curricula.analysis.passk import mean_pass_at_k
 from curricula.answers import answers_equal, extract_answer, grade_answer, last_boxed
 from roles import load_role
 from selfplay.config import ToolConfig
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
+from selfplay.stats.passk import mean_pass_at_k
 from selfplay.types import Request, SamplingParams
 
 # Families of the offline `reasoning-gym` suite (those a run trained on are left out).
@@ -187,7 +187,7 @@ async def _answer(model, problem: Problem, sampling: SamplingParams, tool: ToolC
     if tool is None:
         text = (await model.policy(request)).text
     else:
-        from selfplay.tools import tool_rollout
+        from selfplay.engines.tools import tool_rollout
 
         rollout = await tool_rollout(model.policy, request, sandbox, model.engine.tokenizer, tool)
         text, calls = rollout.turn.text, rollout.tool_calls
@@ -222,8 +222,8 @@ def evaluate(
     """Evaluate the run's weights at ``step`` (default latest) on ``suite``; returns the rows
     written to ``RUN/evaluations.jsonl``. With ``judge`` (a labelled calibration JSONL), the
     model also judges its own greedy answers and the bias-corrected accuracy is reported."""
-    from selfplay.judge import load_calibration
-    from selfplay.snapshots import RunModel, load_run_config
+    from selfplay.evaluation.judge import load_calibration
+    from selfplay.evaluation.snapshots import RunModel, load_run_config
 
     config = load_run_config(run_dir, overrides)
     problems = load_suite(suite, config, size)  # a bad suite fails before any model loads
@@ -274,7 +274,7 @@ def judged_row(model, adapter: str, calibration: list[dict], problems: list[Prob
                outputs: list[list[dict]], greedy: dict) -> dict:
     """The model as judge of its greedy answers, corrected with the calibration set; the
     verifier's accuracy on the same answers stands next to it for comparison."""
-    from selfplay.judge import corrected, verdicts
+    from selfplay.evaluation.judge import corrected, verdicts
 
     calibration_verdicts = verdicts(model.policy, adapter, [
         (str(r["question"]), str(r["reference"]), str(r["response"])) for r in calibration])
@@ -322,7 +322,7 @@ def _write(run_dir: Path, suite: str, step: int, rows: list[dict], records: list
 def print_rows(rows: list[dict]) -> None:
     from rich.table import Table
 
-    from selfplay.tracking import console
+    from selfplay.running.tracking import console
 
     keys = [k for k in rows[0] if k.startswith("pass@")] if rows else []
     keys = sorted({k for r in rows for k in r if k.startswith("pass@")},

@@ -11,8 +11,8 @@ import torch
 
 from selfplay.analysis.rundata import RunData
 from selfplay.config import ExperimentConfig, apply_override, read_yaml, validate
-from selfplay.errors import UserError
-from selfplay.scheduler import BatchingPolicy
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
 
 STEP_ZERO = 0  # the initial policy: the base model (LoRA adapters start at zero)
 
@@ -55,8 +55,8 @@ class RunModel:
     """The run's model in an engine, with weights from any of its snapshots."""
 
     def __init__(self, run_dir: Path, overrides: list[str] | None = None) -> None:
-        from selfplay.models import resolve_model_path
-        from selfplay.runner import build_engine
+        from selfplay.engines.models import resolve_model_path
+        from selfplay.running.runner import build_engine
 
         self.run = RunData.open(run_dir)
         self.config = load_run_config(run_dir, overrides)

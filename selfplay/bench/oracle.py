@@ -1,6 +1,6 @@
 """Cost of the legal-move oracle, against one real move of the same game, measured in one run.
 
-    python -m games.bench_oracle [--games 3] [--ids Nim-v0 ConnectFour-v0 ...]
+    python -m selfplay.bench.oracle [--games 3] [--ids Nim-v0 ConnectFour-v0 ...]
     selfplay bench oracle
 
 Plays `--games` seeded random games per id. For every state it times the first legal-move query

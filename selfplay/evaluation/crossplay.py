@@ -28,8 +28,8 @@ from curricula.answers import answers_equal, extract_answer
 from selfplay.analysis.plots import Plot
 from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import Section, Table, fmt
-from selfplay.errors import UserError
-from selfplay.snapshots import RunModel, Snapshot
+from selfplay.core.errors import UserError
+from selfplay.evaluation.snapshots import RunModel, Snapshot
 from selfplay.types import Request
 
 SEED = 77_000
@@ -136,7 +136,7 @@ def game_crossplay(model: RunModel, snapshots: list[Snapshot], games: int) -> di
 def solver_crossplay(model: RunModel, snapshots: list[Snapshot], per_snapshot: int,
                      samples: int) -> dict:
     from roles import RolePromptError, load_role
-    from selfplay.evaluate import solver_role
+    from selfplay.evaluation.evaluate import solver_role
 
     run = model.run
     tasks = [t for t in run.tasks if t.get("valid") and t.get("question") and gold(t)]

@@ -3,7 +3,7 @@
 The judge (the ``judge`` role prompt) says yes/no for (question, reference, response). Its raw
 "yes" share p̂ is biased by its errors; a labelled calibration set (JSONL rows ``question``,
 ``reference``, ``response``, ``label`` true/false) gives its specificity q₀ and sensitivity q₁,
-and ``curricula.analysis.judge`` corrects: θ̂ = (p̂ + q₀ − 1)/(q₀ + q₁ − 1) with a delta-method
+and ``selfplay.stats.judge`` corrects: θ̂ = (p̂ + q₀ − 1)/(q₀ + q₁ − 1) with a delta-method
 interval. A judge no better than chance (q₀ + q₁ ≤ 1) is refused in one line.
 """
 
@@ -13,15 +13,15 @@ import asyncio
 import json
 from pathlib import Path
 
-from curricula.analysis.judge import (
+from curricula.answers import last_boxed
+from roles import load_role
+from selfplay.core.errors import UserError
+from selfplay.stats.judge import (
     JudgeCalibrationError,
     JudgeEstimate,
     counts_from_labels,
     judge_estimate,
 )
-from curricula.answers import last_boxed
-from roles import load_role
-from selfplay.errors import UserError
 from selfplay.types import Request, SamplingParams
 
 

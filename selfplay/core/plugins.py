@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Any
 
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 GAMES = "selfplay.games"
 LOOPS = "selfplay.loops"

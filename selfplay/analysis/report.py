@@ -11,7 +11,7 @@ from pathlib import Path
 from selfplay.analysis.page import write_comparison_page, write_run_page
 from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import Options
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 
 def write_report(
@@ -27,7 +27,7 @@ def write_report(
             return None
         return write_run_page(run, options=Options(embeddings=embeddings)).parent
     except Exception as exc:  # the run's results are safe on disk: say so and go on
-        from selfplay.tracking import console
+        from selfplay.running.tracking import console
 
         console.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
                       f"`selfplay analyze {run_dir}` retries[/]")

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
 
 
 def _quiet_libraries() -> None:
@@ -27,9 +27,9 @@ def _quiet_libraries() -> None:
 
 
 def cmd_run(args) -> int:
+    from selfplay.analysis.summary import print_summary
     from selfplay.config import load_experiment
-    from selfplay.runner import start
-    from selfplay.summary import print_summary
+    from selfplay.running.runner import start
 
     config = load_experiment(args.experiment, args.overrides)
     _quiet_libraries()
@@ -39,8 +39,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from selfplay.runner import resume
-    from selfplay.summary import print_summary
+    from selfplay.analysis.summary import print_summary
+    from selfplay.running.runner import resume
 
     run_dir = Path(args.run)
     if not run_dir.is_dir():
@@ -76,7 +76,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from selfplay.runner import evaluate_run
+    from selfplay.running.runner import evaluate_run
 
     _quiet_libraries()
     evaluate_run(Path(args.run), args.overrides)
@@ -84,7 +84,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from selfplay.evaluate import evaluate, print_rows
+    from selfplay.evaluation.evaluate import evaluate, print_rows
 
     try:
         ks = tuple(int(k) for k in args.k.split(","))
@@ -99,7 +99,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_crossplay(args) -> int:
-    from selfplay.crossplay import crossplay
+    from selfplay.evaluation.crossplay import crossplay
 
     _quiet_libraries()
     result, page = crossplay(Path(args.run), games=args.games, tasks=args.tasks,
@@ -116,7 +116,7 @@ def cmd_crossplay(args) -> int:
 
 
 def cmd_play(args) -> int:
-    from selfplay.play import play
+    from selfplay.cli.play import play
 
     _quiet_libraries()
     play(args.game, run=args.run, model=args.model, seat=args.seat, seed=args.seed)
@@ -124,9 +124,9 @@ def cmd_play(args) -> int:
 
 
 def cmd_analyze(args) -> int:
+    from selfplay.analysis.report import analyze
     from selfplay.analysis.rundata import RunData
-    from selfplay.report import analyze
-    from selfplay.summary import print_summary
+    from selfplay.analysis.summary import print_summary
 
     pages = analyze(
         [Path(r) for r in args.runs],
@@ -142,7 +142,7 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_corpus(args) -> int:
-    from selfplay import corpus_cli
+    import selfplay.cli.corpus as corpus_cli
 
     _quiet_libraries()
     return corpus_cli.run(args)
@@ -173,11 +173,11 @@ def cmd_bench(args) -> int:
 
         bench_learner(model=args.model, batch=args.batch, seq_len=args.seq_len)
     elif args.what == "sandbox":
-        from sandbox.bench import run_benchmark
+        from selfplay.bench.sandbox import run_benchmark
 
         run_benchmark(calls=args.calls)
     elif args.what == "oracle":
-        from games.bench_oracle import bench_oracle
+        from selfplay.bench.oracle import bench_oracle
 
         bench_oracle(games=args.games)
     elif args.what == "rewards":
@@ -270,7 +270,7 @@ def parser() -> argparse.ArgumentParser:
     an.add_argument("--no-png", action="store_true", help="only the HTML page, no PNG files")
     an.set_defaults(func=cmd_analyze)
 
-    from selfplay.corpus_cli import add_parser as add_corpus_parser
+    from selfplay.cli.corpus import add_parser as add_corpus_parser
 
     add_corpus_parser(sub).set_defaults(func=cmd_corpus)
 

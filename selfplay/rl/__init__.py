@@ -1,0 +1,1 @@
+"""RL maths: advantage estimators and policy-gradient losses (pure torch, no models)."""

@@ -1,0 +1,1 @@
+"""Running experiments: the runner's outer loop, async rollouts, checkpoints, run logging."""

@@ -1,0 +1,1 @@
+"""Evaluation statistics: pass@k, judge bias correction, compute-curve fits, game rates."""

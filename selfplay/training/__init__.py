@@ -1,0 +1,1 @@
+"""The learner: scores turns under the policy and takes optimizer steps on samples."""
