@@ -1,4 +1,4 @@
-"""The one interface every game implements, and a small base class for native games.
+"""The one interface every game implements, and the base classes that keep its bookkeeping.
 
 A `Game` is a two-player, zero-sum, turn-based text game. It knows nothing about models,
 tokens or training: it renders observations, accepts bracketed actions such as "[bet]",
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -89,26 +90,34 @@ def zero_sum_outcome(winner: int | None) -> dict[int, float]:
     return {winner: 1.0, 1 - winner: -1.0}
 
 
-class NativeGame(ABC):
-    """Shared bookkeeping for the games written here: turns, invalid moves, turn limit.
+def winner_by_score(scores: Mapping[int, float]) -> int | None:
+    """The player with the higher score; None (a draw) when equal. A missing score counts 0."""
+    s0, s1 = scores.get(0, 0), scores.get(1, 0)
+    if s0 == s1:
+        return None
+    return 0 if s0 > s1 else 1
 
-    Subclasses implement `_setup` (deal, build the board), `_apply` (play one valid move or
-    return why it is invalid), `_render` and `legal_actions`. A subclass ends the game by
-    calling `_finish(winner, reason)`.
+
+class TwoPlayerGame(ABC):
+    """The bookkeeping every game here shares, native or wrapped: turns, invalid moves,
+    the turn limit, the ending, `outcome()` and the common `info` keys.
+
+    `step` runs one action through the subclass's `_play` hook, which plays it and names
+    who broke the rules (usually the actor; a wrapped game may blame someone else). Error
+    allowance is 0, so that ends the game at once. Otherwise the turn limit is applied and,
+    if the game goes on, `_next_turn` lets the subclass prepare the next player's view.
+    A subclass ends the game by calling `_finish(winner, reason)`.
     """
 
-    id: str = "native"
+    id: str = "game"
     num_players: int = 2
 
     def __init__(self, max_turns: int = DEFAULT_MAX_TURNS) -> None:
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.max_turns = max_turns
         self._clear()
 
-    # ---- lifecycle -------------------------------------------------------------------
     def _clear(self) -> None:
-        self.rng = random.Random(0)
+        """Forget the last game; subclasses extend this with their own state."""
         self.current_player = 0
         self.turn = 0  # actions taken so far by both players together
         self.done = False
@@ -117,34 +126,40 @@ class NativeGame(ABC):
         self.invalid_move_by: int | None = None
         self.truncated = False
 
-    def reset(self, seed: int) -> None:
-        self._clear()
-        self.rng = random.Random(seed)
-        self._setup()
-
     def step(self, action: str) -> StepResult:
         if self.done:
             raise GameOverError(f"{self.id}: step() called on a finished game")
         actor = self.current_player
         self.turn += 1  # counts every submitted action, valid or not
-        error = self._apply(action)
-        if error is not None:
-            return self._invalid(actor, error)
+        foul = self._play(actor, action)
+        if foul is not None:
+            return self._invalid(*foul)
         if not self.done and self.turn >= self.max_turns:
             self.truncated = True
             self._finish(None, f"turn limit of {self.max_turns} turns reached: draw")
-        return StepResult(valid=True, done=self.done, reason=self.reason if self.done else "")
+        if not self.done:
+            self._next_turn()
+        return StepResult(
+            valid=True,
+            done=self.done,
+            reason=self.reason if self.done else "",
+            info=self._step_info(),
+        )
 
-    def _invalid(self, actor: int, why: str) -> StepResult:
+    def _invalid(self, offender: int, why: str) -> StepResult:
         # Error allowance is 0: the first invalid move ends the game and loses it.
-        self.invalid_move_by = actor
-        self._finish(1 - actor, f"Player {actor} made an invalid move: {why}")
-        return StepResult(valid=False, done=True, reason=why)
+        self.invalid_move_by = offender
+        self._finish(1 - offender, f"Player {offender} made an invalid move: {why}")
+        return StepResult(valid=False, done=True, reason=why, info=self._step_info())
 
     def _finish(self, winner: int | None, reason: str) -> None:
         self.done = True
         self.winner = winner
         self.reason = reason
+
+    def _to_move(self, player: int) -> bool:
+        """Whether `player` can act now: the game is on and it is their turn."""
+        return not self.done and player == self.current_player
 
     def outcome(self) -> dict[int, float]:
         if not self.done:
@@ -163,6 +178,54 @@ class NativeGame(ABC):
             **self._extra_info(),
         }
 
+    # ---- hooks -----------------------------------------------------------------------------
+    @abstractmethod
+    def _play(self, actor: int, action: str) -> tuple[int, str] | None:
+        """Play `action` for `actor`; return (offender, why) if a rule was broken, else None."""
+
+    def _next_turn(self) -> None:
+        """Called after a valid action when the game goes on, to prepare the next turn."""
+        return None  # native games pass the turn inside `_apply`; nothing left to do here
+
+    def _step_info(self) -> dict[str, Any]:
+        """Extras for the `StepResult` of every action (none by default)."""
+        return {}
+
+    def _extra_info(self) -> dict[str, Any]:
+        """Game-specific keys appended to `info`."""
+        return {}
+
+
+class NativeGame(TwoPlayerGame):
+    """Base class for the games written here, on top of the shared `TwoPlayerGame` rules.
+
+    Subclasses implement `_setup` (deal, build the board from `self.rng`), `_apply` (play one
+    valid move or return why it is invalid), `_render` and `legal_actions`, and may add
+    `_extra_info`. A subclass ends the game by calling `_finish(winner, reason)`.
+    """
+
+    id: str = "native"
+
+    def __init__(self, max_turns: int = DEFAULT_MAX_TURNS) -> None:
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        super().__init__(max_turns=max_turns)
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def _clear(self) -> None:
+        super()._clear()
+        self.rng = random.Random(0)
+
+    def reset(self, seed: int) -> None:
+        self._clear()
+        self.rng = random.Random(seed)
+        self._setup()
+
+    def _play(self, actor: int, action: str) -> tuple[int, str] | None:
+        # A native game only ever blames the player who acted.
+        error = self._apply(action)
+        return None if error is None else (actor, error)
+
     def observation(self, player: int) -> str:
         self._check_player(player)
         return self._render(player)
@@ -170,6 +233,24 @@ class NativeGame(ABC):
     def _check_player(self, player: int) -> None:
         if player not in range(self.num_players):
             raise ValueError(f"{self.id}: no player {player}")
+
+    def _to_move(self, player: int) -> bool:
+        # A native game refuses a seat that does not exist instead of answering "not now".
+        self._check_player(player)
+        return super()._to_move(player)
+
+    def _turn_text(self, player: int) -> str:
+        """The legal actions and a prompt on `player`'s turn, else whom they wait for.
+
+        Games with an exact action list share this wording, so every prompt reads alike.
+        """
+        if player != self.current_player:
+            return f"Waiting for Player {self.current_player} to act."
+        return (
+            "Your available actions: "
+            + ", ".join(self.legal_actions(player) or [])
+            + "\nChoose your action."
+        )
 
     # ---- per-game hooks ------------------------------------------------------------------
     @abstractmethod
@@ -187,6 +268,3 @@ class NativeGame(ABC):
     @abstractmethod
     def legal_actions(self, player: int) -> list[str] | None:
         """Exact legal actions, or None for free-form games."""
-
-    def _extra_info(self) -> dict[str, Any]:
-        return {}

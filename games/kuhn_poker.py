@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from games.actions import match_legal
-from games.base import DEFAULT_MAX_TURNS, NativeGame
+from games.base import DEFAULT_MAX_TURNS, NativeGame, winner_by_score
 
 CARDS = ("J", "Q", "K")  # in rank order
 ANTE = 1
@@ -75,8 +75,7 @@ class KuhnPoker(NativeGame):
         return self.put_in[0] + self.put_in[1]
 
     def legal_actions(self, player: int) -> list[str] | None:
-        self._check_player(player)
-        if self.done or player != self.current_player:
+        if not self._to_move(player):
             return []
         facing_bet = bool(self.moves) and self.moves[-1][1] == "bet"
         return ["[call]", "[fold]"] if facing_bet else ["[check]", "[bet]"]
@@ -132,12 +131,11 @@ class KuhnPoker(NativeGame):
             self._finish_game()
 
     def _finish_game(self) -> None:
-        c0, c1 = self.chips[0], self.chips[1]
-        chips = f"Player 0: {c0:+d}, Player 1: {c1:+d} chips"
-        if c0 == c1:
+        chips = f"Player 0: {self.chips[0]:+d}, Player 1: {self.chips[1]:+d} chips"
+        leader = winner_by_score(self.chips)
+        if leader is None:
             self._finish(None, f"Equal chips after {self.rounds} rounds ({chips}): draw")
         else:
-            leader = 0 if c0 > c1 else 1
             self._finish(
                 leader, f"Player {leader} has more chips after {self.rounds} rounds ({chips})"
             )
@@ -167,11 +165,7 @@ class KuhnPoker(NativeGame):
             lines.append(
                 "Actions this round: " + ", ".join(f"Player {p} [{m}]" for p, m in self.moves) + "."
             )
-        if player == self.current_player:
-            lines.append("Your available actions: " + ", ".join(self.legal_actions(player) or []))
-            lines.append("Choose your action.")
-        else:
-            lines.append(f"Waiting for Player {self.current_player} to act.")
+        lines.append(self._turn_text(player))
         return "\n".join(lines)
 
     def _extra_info(self) -> dict[str, Any]:

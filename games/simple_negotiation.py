@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from games.base import DEFAULT_MAX_TURNS, NativeGame
+from games.base import DEFAULT_MAX_TURNS, NativeGame, winner_by_score
 
 RESOURCES = ("Wheat", "Wood", "Sheep", "Brick", "Ore")
 BASE_VALUES = {"Wheat": 5, "Wood": 10, "Sheep": 15, "Brick": 25, "Ore": 40}
@@ -190,8 +190,7 @@ class SimpleNegotiation(NativeGame):
 
     def legal_actions(self, player: int) -> list[str] | None:
         """None on your turn: offers and messages are free-form, judged by the parser."""
-        self._check_player(player)
-        if self.done or player != self.current_player:
+        if not self._to_move(player):
             return []
         return None
 
@@ -274,12 +273,12 @@ class SimpleNegotiation(NativeGame):
         self.history.append(f"Turn {self.turn}, Player {player} {text}")
 
     def _score(self) -> None:
-        c0, c1 = self.value_change(0), self.value_change(1)
-        changes = f"value change Player 0: {c0:+d}, Player 1: {c1:+d}"
-        if c0 == c1:
+        change = {p: self.value_change(p) for p in (0, 1)}
+        changes = f"value change Player 0: {change[0]:+d}, Player 1: {change[1]:+d}"
+        winner = winner_by_score(change)
+        if winner is None:
             self._finish(None, f"Both inventories changed equally in value ({changes}): draw")
         else:
-            winner = 0 if c0 > c1 else 1
             self._finish(winner, f"Player {winner} gained more inventory value ({changes})")
 
     # ---- helpers for non-model players ----------------------------------------------------

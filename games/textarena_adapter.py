@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from games.actions import legal_actions_from_text
-from games.base import DEFAULT_MAX_TURNS, GameOverError, StepResult, zero_sum_outcome
+from games.base import DEFAULT_MAX_TURNS, TwoPlayerGame, winner_by_score
 from games.oracle import DEFAULT_MAX_TRIALS, KNOWN_SOURCES, LISTING, UNKNOWN, LegalSet, find_legal
 
 TEXTARENA_PREFIX = "textarena:"
@@ -131,14 +131,14 @@ def invalid_flags(state: Any) -> set[int]:
     }
 
 
-class TextArenaGame:
+class TextArenaGame(TwoPlayerGame):
     """One TextArena id as a `Game`. Invalid moves end the game (error allowance 0).
 
+    Turns, invalid moves, the turn limit and the outcome are `TwoPlayerGame`'s; this class
+    only drives the env, finds who broke a rule and reads the winner from the env's rewards.
     `oracle_trials` bounds the moves tried on copies of the state to find the legal set when
     the observation lists none (0 turns the oracle off; see games/oracle.py).
     """
-
-    num_players = 2
 
     def __init__(
         self,
@@ -148,19 +148,12 @@ class TextArenaGame:
     ) -> None:
         self.env_id = env_id
         self.id = TEXTARENA_PREFIX + env_id
-        self.max_turns = max_turns
         self.oracle_trials = oracle_trials
         self.env: Any = None
-        self._clear()
+        super().__init__(max_turns=max_turns)
 
     def _clear(self) -> None:
-        self.current_player = 0
-        self.turn = 0
-        self.done = False
-        self.winner: int | None = None
-        self.reason = ""
-        self.invalid_move_by: int | None = None
-        self.truncated = False
+        super()._clear()
         self.env_error: str | None = None
         self.raw_rewards: dict[int, float] | None = None
         self._seen: dict[int, str] = {}
@@ -199,37 +192,30 @@ class TextArenaGame:
         self.current_player = int(player)
         self._seen[self.current_player] = render_observation(observation)
 
-    def step(self, action: str) -> StepResult:
-        if self.done:
-            raise GameOverError(f"{self.id}: step() called on a finished game")
-        actor = self.current_player
+    def _play(self, actor: int, action: str) -> tuple[int, str] | None:
+        """Step the env; who broke a rule and why, or None (then an env ending is read)."""
         flagged_before = self._invalid_flags()
         self._invalid_calls.clear()
-        self.turn += 1  # counts every submitted action, valid or not
         try:
             done, _ = self.env.step(action)
         except Exception as error:  # a buggy env must not take the whole batch down
             # Flagged as env_error so a training loop can drop the episode instead.
             self.env_error = f"{type(error).__name__}: {error}"
-            return self._invalid(actor, f"the game raised {self.env_error}")
-        offender, why = self._offender(flagged_before, actor)
-        if offender is not None:
-            return self._invalid(offender, why)
-        if done:
+            return actor, f"the game raised {self.env_error}"
+        foul = self._offender(flagged_before, actor)
+        if foul is None and done:
             self._finish_from_env()
-        elif self.turn >= self.max_turns:
-            self.truncated = True
-            self._end(None, f"turn limit of {self.max_turns} turns reached: draw")
-        else:
-            self._observe()
-        return StepResult(valid=True, done=self.done, reason=self.reason if self.done else "")
+        return foul
+
+    def _next_turn(self) -> None:
+        self._observe()
 
     # ---- invalid moves -----------------------------------------------------------------
     def _invalid_flags(self) -> set[int]:
         return invalid_flags(self.env.state)
 
-    def _offender(self, flagged_before: set[int], actor: int) -> tuple[int | None, str]:
-        """Who broke the rules in this step, and why: (None, "") if nobody did.
+    def _offender(self, flagged_before: set[int], actor: int) -> tuple[int, str] | None:
+        """Who broke the rules in this step, and why: None if nobody did.
 
         Two signals, because games differ: a `set_invalid_move` call during the step, and
         the `game_info[pid]["invalid_move"]` flag the states set when allowance runs out.
@@ -239,7 +225,7 @@ class TextArenaGame:
             return player, reason or "invalid move"
         fresh = self._invalid_flags() - flagged_before
         if not fresh:
-            return None, ""
+            return None
         player = actor if actor in fresh else min(fresh)
         return player, self._state_reason(player) or "invalid move"
 
@@ -248,11 +234,6 @@ class TextArenaGame:
         data = game_info.get(player, {})
         return str(data.get("reason") or "") if isinstance(data, dict) else ""
 
-    def _invalid(self, offender: int, why: str) -> StepResult:
-        self.invalid_move_by = offender
-        self._end(1 - offender, f"Player {offender} made an invalid move: {why}")
-        return StepResult(valid=False, done=True, reason=why, info=self._step_info())
-
     # ---- endings -----------------------------------------------------------------------
     def _finish_from_env(self) -> None:
         rewards, game_info = self.env.close()
@@ -260,25 +241,8 @@ class TextArenaGame:
         self.raw_rewards = rewards
         reasons = [str(d.get("reason")) for d in (game_info or {}).values() if d.get("reason")]
         reason = reasons[0] if reasons else "game over"
-        self._end(self._winner_from_rewards(rewards), reason)
-
-    @staticmethod
-    def _winner_from_rewards(rewards: dict[int, float]) -> int | None:
-        """Higher reward wins; equal (or missing) rewards are a draw."""
-        r0, r1 = rewards.get(0, 0.0), rewards.get(1, 0.0)
-        if r0 == r1:
-            return None
-        return 0 if r0 > r1 else 1
-
-    def _end(self, winner: int | None, reason: str) -> None:
-        self.done = True
-        self.winner = winner
-        self.reason = reason
-
-    def outcome(self) -> dict[int, float]:
-        if not self.done:
-            raise GameOverError(f"{self.id}: outcome() called before the game ended")
-        return zero_sum_outcome(self.winner)
+        # Zero-sum from the raw rewards: higher wins, equal (or missing) rewards are a draw.
+        self._finish(winner_by_score(rewards), reason)
 
     # ---- what players see ----------------------------------------------------------------
     def observation(self, player: int) -> str:
@@ -304,7 +268,7 @@ class TextArenaGame:
 
     def legal_set(self, player: int) -> LegalSet:
         """Legal moves of `player` now and where they come from (cached per state)."""
-        if self.done or player != self.current_player:
+        if not self._to_move(player):
             return LegalSet((), LISTING)
         key = (self.turn, player)
         if key not in self._legal:
@@ -349,17 +313,11 @@ class TextArenaGame:
         return not calls and not (invalid_flags(state) - before)
 
     def _step_info(self) -> dict[str, Any]:
+        # env_error is only ever set by the invalid move that ends the game
         return {"env_error": self.env_error} if self.env_error else {}
 
-    @property
-    def info(self) -> dict[str, Any]:
+    def _extra_info(self) -> dict[str, Any]:
         return {
-            "game": self.id,
-            "winner": self.winner,
-            "reason": self.reason,
-            "invalid_move_by": self.invalid_move_by,
-            "truncated": self.truncated,
-            "turns": self.turn,
             "raw_rewards": self.raw_rewards,
             "env_error": self.env_error,
             # where each asked-about state's legal moves came from; a set that is not known

@@ -43,8 +43,7 @@ class TicTacToe(NativeGame):
         self.current_player = 0
 
     def legal_actions(self, player: int) -> list[str] | None:
-        self._check_player(player)
-        if self.done or player != self.current_player:
+        if not self._to_move(player):
             return []
         return [f"[{cell}]" for cell, mark in enumerate(self.board) if mark is None]
 
@@ -95,14 +94,8 @@ class TicTacToe(NativeGame):
             )
         if self.done:
             parts.append(f"The game is over. {self.reason}.")
-        elif player == self.current_player:
-            parts.append(
-                "Your available actions: "
-                + ", ".join(self.legal_actions(player) or [])
-                + "\nChoose your action."
-            )
         else:
-            parts.append(f"Waiting for Player {self.current_player} to act.")
+            parts.append(self._turn_text(player))
         return "\n\n".join(parts)
 
     def _extra_info(self) -> dict[str, Any]:
