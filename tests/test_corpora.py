@@ -4,7 +4,9 @@ atomic, the contamination guard drops copies of evaluation items."""
 
 from __future__ import annotations
 
+import json
 import pydoc_data.topics
+from functools import cache
 
 import pytest
 
@@ -38,6 +40,14 @@ COPIED = {  # sentences copied word for word from the pydoc topics
 SMALL = {"chunk_tokens": 128, "overlap_tokens": 16, "batch_size": 4}
 
 
+@cache
+def load(spec: str):
+    """The tokenizer loader a caller of corpora passes (model specs: ``embedded`` here)."""
+    from selfplay.engines.models import load_tokenizer, resolve_model_path
+
+    return load_tokenizer(resolve_model_path(spec))
+
+
 def flat(text: str) -> str:
     return " ".join(text.split())
 
@@ -51,7 +61,7 @@ def embedder():
 def topics_corpus(tmp_path_factory, embedder):
     cache = tmp_path_factory.mktemp("corpora")
     source = "pydoc-topics:" + ",".join(TOPICS)
-    build_corpus("topics", [source], corpus_settings(**SMALL), cache, progress=False)
+    build_corpus("topics", [source], corpus_settings(**SMALL), cache, False, tokenizer_loader=load)
     return load_corpus("topics", cache)
 
 
@@ -99,17 +109,18 @@ def test_rebuild_embeds_only_changed_chunks(tmp_path, embedder):
     write_docs(docs, texts)
     settings = corpus_settings(chunk_tokens=64, overlap_tokens=8, batch_size=2)
     before = embedder.texts_embedded
-    build_corpus("cached", [str(docs)], settings, tmp_path, progress=False, embedder=embedder)
+    build = dict(progress=False, embedder=embedder, tokenizer_loader=load)
+    build_corpus("cached", [str(docs)], settings, tmp_path, **build)
     first = load_corpus("cached", tmp_path)
     assert embedder.texts_embedded - before == len(first.chunks)
 
     before = embedder.texts_embedded  # same sources: nothing to embed
-    build_corpus("cached", [str(docs)], settings, tmp_path, progress=False, embedder=embedder)
+    build_corpus("cached", [str(docs)], settings, tmp_path, **build)
     assert embedder.texts_embedded == before
     assert load_corpus("cached", tmp_path).manifest["counts"]["embedded"] == 0
 
     (docs / "del.txt").write_text(texts["del.txt"] + "\nA new closing sentence about deletion.")
-    build_corpus("cached", [str(docs)], settings, tmp_path, progress=False, embedder=embedder)
+    build_corpus("cached", [str(docs)], settings, tmp_path, **build)
     second = load_corpus("cached", tmp_path)
     new_ids = {c.id for c in second.chunks} - {c.id for c in first.chunks}
     assert 0 < len(new_ids) < len(second.chunks) / 3  # only the changed end of one file
@@ -129,19 +140,20 @@ def test_near_duplicate_chunks_are_dropped(tmp_path, embedder):
     docs = {"a.txt": text, "b.txt": near, "c.txt": pydoc_data.topics.topics["assert"]}
     write_docs(tmp_path / "docs", docs)
     settings = {"chunk_tokens": 1024, "overlap_tokens": 0, "batch_size": 2}
-    build_corpus("dedup", [str(tmp_path / "docs")], corpus_settings(**settings), tmp_path, False)
+    dedup = corpus_settings(**settings)
+    build_corpus("dedup", [str(tmp_path / "docs")], dedup, tmp_path, False, tokenizer_loader=load)
     corpus = load_corpus("dedup", tmp_path)
     assert [c.source for c in corpus.chunks] == ["docs/a.txt", "docs/c.txt"]
     assert corpus.manifest["counts"]["near_duplicates"] == 1
     off = corpus_settings(**settings, dedup_threshold=1.0)
-    build_corpus("kept", [str(tmp_path / "docs")], off, tmp_path, False)
+    build_corpus("kept", [str(tmp_path / "docs")], off, tmp_path, False, tokenizer_loader=load)
     assert len(load_corpus("kept", tmp_path).chunks) == 3
 
 
 def test_failed_rebuild_leaves_the_previous_corpus(tmp_path, embedder, monkeypatch):
     source = ["pydoc-topics:pass,lambda"]
     settings = corpus_settings(chunk_tokens=64, overlap_tokens=0, batch_size=2)
-    build_corpus("atomic", source, settings, tmp_path, progress=False)
+    build_corpus("atomic", source, settings, tmp_path, progress=False, tokenizer_loader=load)
     good = load_corpus("atomic", tmp_path).manifest["built_at"]
 
     def crash(*args):
@@ -149,9 +161,11 @@ def test_failed_rebuild_leaves_the_previous_corpus(tmp_path, embedder, monkeypat
 
     monkeypatch.setattr(corpora.build, "save_index", crash)
     with pytest.raises(OSError):
-        build_corpus("atomic", ["pydoc-topics:del"], settings, tmp_path, progress=False)
+        build_corpus(
+            "atomic", ["pydoc-topics:del"], settings, tmp_path, False, tokenizer_loader=load
+        )
     with pytest.raises(OSError):
-        build_corpus("fresh", source, settings, tmp_path, progress=False)
+        build_corpus("fresh", source, settings, tmp_path, progress=False, tokenizer_loader=load)
     assert load_corpus("atomic", tmp_path).manifest["built_at"] == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["atomic"]  # no half-built folders
 
@@ -159,7 +173,9 @@ def test_failed_rebuild_leaves_the_previous_corpus(tmp_path, embedder, monkeypat
 def test_corpus_smaller_than_a_batch_is_refused(tmp_path, embedder):
     settings = corpus_settings(batch_size=64)
     with pytest.raises(UserError, match="fewer than one embedding batch"):
-        build_corpus("tiny", ["pydoc-topics:pass"], settings, tmp_path, progress=False)
+        build_corpus(
+            "tiny", ["pydoc-topics:pass"], settings, tmp_path, False, tokenizer_loader=load
+        )
     assert not (tmp_path / "tiny").exists()
     with pytest.raises(UserError, match="is not built"):
         load_corpus("tiny", tmp_path)
@@ -169,16 +185,55 @@ def test_ensure_default_corpus_builds_pydoc_topics_once(tmp_path, monkeypatch, e
     calls = []
     real_build = corpora.build.build_corpus
 
-    def small_build(name, sources, settings=None, cache_dir=None, progress=True):
-        calls.append((name, sources))
+    def small_build(name, sources, settings=None, cache_dir=None, progress=True, **kw):
+        calls.append((name, sources, kw))
         subset = ["pydoc-topics:pass,lambda,del"]
-        return real_build(name, subset, corpus_settings(batch_size=2), cache_dir, False)
+        return real_build(name, subset, corpus_settings(batch_size=2), cache_dir, False, **kw)
 
     monkeypatch.setattr(corpora.build, "build_corpus", small_build)
-    corpus = ensure_default_corpus(tmp_path)
-    assert calls == [(DEFAULT_CORPUS, ["pydoc-topics"])] and corpus.name == "pydoc-topics"
-    assert ensure_default_corpus(tmp_path).manifest == corpus.manifest
+    corpus = ensure_default_corpus(tmp_path, tokenizer_loader=load)
+    assert calls == [(DEFAULT_CORPUS, ["pydoc-topics"], {"tokenizer_loader": load})]
+    assert corpus.name == "pydoc-topics"
+    assert corpus.manifest["settings"]["tokenizer"] == "embedded"  # chunked by the loader's
+    assert ensure_default_corpus(tmp_path).manifest == corpus.manifest  # built: no loader needed
     assert len(calls) == 1  # the second call loads what the first built
+
+
+def test_model_tokenizer_without_a_loader_fails_in_one_line(tmp_path):
+    """corpora loads no language model: a model spec needs the caller's tokenizer_loader."""
+    for call in (
+        lambda: build_corpus("nl", ["pydoc-topics:pass"], corpus_settings(), tmp_path, False),
+        lambda: ensure_default_corpus(tmp_path),
+    ):
+        with pytest.raises(UserError) as error:
+            call()
+        message = str(error.value)
+        assert "\n" not in message
+        assert message.startswith("corpus setting tokenizer: 'embedded' is a model spec")
+        assert "tokenizer_loader" in message
+    assert list(tmp_path.iterdir()) == []  # failed before any work
+
+
+def test_loaded_tokenizer_must_be_fast(tmp_path, embedder):
+    slow = type("SlowTokenizer", (), {"is_fast": False})()
+    settings = corpus_settings(tokenizer="some-model")
+    with pytest.raises(UserError, match="tokenizer of some-model is not a fast tokenizer"):
+        build_corpus("slow", ["pydoc-topics:pass"], settings, tmp_path, False,
+                     tokenizer_loader=lambda spec: slow)  # fmt: skip
+
+
+def test_corrupt_chunks_file_is_one_line(tmp_path):
+    from corpora.corpus import read_chunks
+
+    good = {"id": "a", "text": "line\u2028separator and \x85 next-line stay", "source": "s",
+            "n_tokens": 3}  # fmt: skip
+    rows = tmp_path / "chunks.jsonl"
+    rows.write_text(json.dumps(good, ensure_ascii=False) + "\n")
+    assert read_chunks(rows)[0].text == good["text"]  # U+2028 / U+0085 are not line ends here
+    rows.write_text(json.dumps(good, ensure_ascii=False) + "\n{broken\n")
+    with pytest.raises(UserError, match=r"chunks.jsonl:2: not a chunk row \(") as error:
+        read_chunks(rows)
+    assert "\n" not in str(error.value)
 
 
 def test_contamination_guard_drops_copies_keeps_unrelated(embedder):

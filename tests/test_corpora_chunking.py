@@ -8,10 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from corpora.build import chunk_documents, chunk_id, corpus_settings, drop_exact_duplicates
+from corpora.build import chunk_documents, chunk_id, drop_exact_duplicates
 from corpora.chunking import chunk_text, token_offsets
 from corpora.corpus import Chunk
 from corpora.index import build_index, choose_kind, index_params
+from corpora.settings import corpus_settings
 from corpora.sources import Document, clean_text, html_to_text, read_sources
 from selfplay.core.errors import UserError
 

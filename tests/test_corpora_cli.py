@@ -6,14 +6,17 @@ the exit code and stderr of `python -m selfplay`."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 
-from selfplay.cli.main import main
+from selfplay.cli.main import main, parser
+from selfplay.core.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = ["run-folder.md", "design-notes.md", "async.md"]
@@ -95,3 +98,59 @@ def test_bad_input_is_one_line_exit_2(tmp_path, cache, capsys, case):
     assert err.startswith("selfplay: error: ") and err.count("\n") == 1, err
     assert message in err
     assert not (cache / "corpora" / "c").exists()
+
+
+def build_subparser() -> argparse.ArgumentParser:
+    """The `selfplay corpus build` parser, as `selfplay` makes it."""
+    top = parser()
+    corpus = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    actions = corpus.choices["corpus"]
+    build = next(a for a in actions._actions if isinstance(a, argparse._SubParsersAction))
+    return build.choices["build"]
+
+
+def test_build_flags_are_the_corpus_settings_fields():
+    """One flag per CorpusSettings field (and no other), typed by the annotation, helped by the
+    field's description, defaulting to None (= the setting's default)."""
+    from corpora import CorpusSettings
+
+    flags = {
+        action.dest: action
+        for action in build_subparser()._actions
+        if action.option_strings and action.dest not in ("help", "quiet")
+    }
+    fields = CorpusSettings.model_fields
+    assert list(flags) == list(fields)
+    for name, info in fields.items():
+        action = flags[name]
+        assert action.option_strings == ["--" + name.replace("_", "-")]
+        assert action.help == info.description and info.description
+        assert action.default is None
+        if typing.get_origin(info.annotation) is typing.Literal:
+            choices = typing.get_args(info.annotation)
+            assert action.type is str and action.metavar == "{" + ",".join(choices) + "}"
+        else:
+            assert action.type is info.annotation and action.type in (int, float, str)
+    assert flags["index"].metavar == "{auto,flat,ivf,hnsw}"
+    assert flags["chunk_tokens"].help == "tokens per chunk (≤ 5992)"
+    args = build_subparser().parse_args(["n", "src", "--chunk-tokens", "64", "--index", "ivf"])
+    assert (args.chunk_tokens, args.index, args.overlap_tokens) == (64, "ivf", None)
+
+
+def test_build_passes_the_model_tokenizer_loader(cache, monkeypatch):
+    """The CLI, not corpora, knows how to load a model's tokenizer: it injects tokenizer_for."""
+    import corpora
+    from selfplay.engines.models import tokenizer_for
+
+    seen = {}
+
+    def fake_build(name, sources, settings, **kw):
+        seen.update(name=name, settings=settings, **kw)
+        raise UserError("stop here")
+
+    monkeypatch.setattr(corpora, "build_corpus", fake_build)
+    assert main(["corpus", "build", "c", "pydoc-topics", "--chunk-tokens", "64"]) == 2
+    assert seen["tokenizer_loader"] is tokenizer_for
+    assert (seen["settings"].tokenizer, seen["settings"].chunk_tokens) == ("embedded", 64)
+    assert tokenizer_for("embedded").is_fast  # a model spec → its fast tokenizer
+    assert tokenizer_for("embedded") is tokenizer_for("embedded")  # loaded once

@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from corpora.index import build_index, index_params
-from selfplay.config import CorpusSettings
+from corpora.settings import CorpusSettings
 from selfplay.core.errors import UserError
 
 TARGET_RECALL = 0.95
@@ -57,13 +57,15 @@ def bench_corpus(
 
 # ---------------------------------------------------------------------- embedding
 def bench_embedding(console: Console, n_texts: int, batch_size: int | None, rounds: int) -> dict:
-    from corpora.build import _model_tokenizer, chunk_documents
+    from corpora.build import chunk_documents
     from corpora.corpus import shared_embedder
     from corpora.embedding import MINILM
     from corpora.sources import read_sources
+    from selfplay.engines.models import load_tokenizer, resolve_model_path
 
     settings = CorpusSettings(**({"batch_size": batch_size} if batch_size else {}))
-    chunks = chunk_documents(read_sources(["pydoc-topics"]), _model_tokenizer("embedded"), settings)
+    tokenizer = load_tokenizer(resolve_model_path(settings.tokenizer))  # "embedded": SmolLM2
+    chunks = chunk_documents(read_sources(["pydoc-topics"]), tokenizer, settings)
     texts = [c.text for c in chunks[:n_texts]]
     embedder = shared_embedder(MINILM)
     model = embedder.model

@@ -3,28 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import typing
 
 from rich.console import Console
 from rich.table import Table
 
-# CLI flag → CorpusSettings field (None: keep the default)
-BUILD_FLAGS: dict[str, tuple[type, str]] = {
-    "chunk_tokens": (int, "tokens per chunk (≤ 5992)"),
-    "overlap_tokens": (int, "tokens shared by neighbouring chunks"),
-    "tokenizer": (str, "model spec whose tokens size chunks, or 'embedding'"),
-    "embedding_model": (str, "'minilm' (offline package) or a local model folder"),
-    "batch_size": (int, "chunks per embedding batch"),
-    "dedup_threshold": (float, "cosine at which chunks count as near-duplicates (1: off)"),
-    "text_field": (str, "text column of jsonl / parquet / dataset sources"),
-    "index": (str, "auto | flat | ivf | hnsw"),
-    "exact_max_chunks": (int, "auto: exact search up to this many chunks"),
-    "approximate": (str, "auto: ivf | hnsw past exact_max_chunks"),
-    "ivf_nlist": (int, "IVF lists (0: 4·√n)"),
-    "ivf_nprobe": (int, "IVF lists searched per query"),
-    "hnsw_m": (int, "HNSW links per node"),
-    "hnsw_ef_construction": (int, "HNSW build beam"),
-    "hnsw_ef_search": (int, "HNSW search beam"),
-}
+
+def build_flags() -> dict[str, dict]:
+    """``add_argument`` keywords per ``CorpusSettings`` field (``--chunk-tokens`` for
+    ``chunk_tokens``): the type from the annotation, the help from the field's description,
+    default None (= the setting's default). Literal fields show their choices as the metavar;
+    checking them is left to ``corpus_settings``, whose error is one line (argparse's
+    ``choices=`` would print usage and exit from inside the parser)."""
+    from corpora import CorpusSettings
+
+    flags = {}
+    for field, info in CorpusSettings.model_fields.items():
+        kind, metavar = info.annotation, None
+        if typing.get_origin(kind) is typing.Literal:
+            values = typing.get_args(kind)
+            kinds = {type(v) for v in values}
+            if len(kinds) != 1:
+                raise TypeError(f"CorpusSettings.{field}: a Literal of one type is needed")
+            kind, metavar = kinds.pop(), "{" + ",".join(str(v) for v in values) + "}"
+        if kind not in (int, float, str):
+            raise TypeError(f"CorpusSettings.{field}: no command-line flag for {info.annotation}")
+        flags[field] = {
+            "flag": f"--{field.replace('_', '-')}",
+            "type": kind,
+            "metavar": metavar,
+            "help": info.description,
+        }
+    return flags
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -39,8 +49,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="folders (txt, md, html, jsonl, parquet), files, saved datasets, hub datasets "
         "(network only) or pydoc-topics",
     )
-    for field, (kind, text) in BUILD_FLAGS.items():
-        build.add_argument(f"--{field.replace('_', '-')}", dest=field, type=kind, help=text)
+    for field, flag in build_flags().items():
+        build.add_argument(
+            flag["flag"], dest=field, type=flag["type"], metavar=flag["metavar"], help=flag["help"]
+        )
     build.add_argument("--quiet", action="store_true", help="no progress bar")
 
     search = actions.add_parser("search", help="the chunks most similar to a query")
@@ -61,9 +73,12 @@ def run(args) -> int:
 
 def _build(args) -> int:
     from corpora import build_corpus, corpus_settings, load_corpus
+    from selfplay.engines.models import tokenizer_for
 
-    settings = corpus_settings(**{field: getattr(args, field) for field in BUILD_FLAGS})
-    build_corpus(args.name, args.sources, settings, progress=not args.quiet)
+    settings = corpus_settings(**{field: getattr(args, field) for field in build_flags()})
+    build_corpus(
+        args.name, args.sources, settings, progress=not args.quiet, tokenizer_loader=tokenizer_for
+    )
     _print_stats(load_corpus(args.name))
     return 0
 

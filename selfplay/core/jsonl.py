@@ -18,7 +18,9 @@ def read_rows(path: str | Path, what: str = "file") -> Iterator[tuple[int, dict]
     file = Path(path)
     if not file.is_file():
         raise UserError(f"{what} {file} does not exist")
-    for number, line in enumerate(file.read_text().splitlines(), 1):
+    # lines end at "\n" only: JSON leaves U+2028 and U+0085 unescaped inside strings, and
+    # str.splitlines() would cut a row there
+    for number, line in enumerate(file.read_text(encoding="utf-8").split("\n"), 1):
         if not line.strip():
             continue
         try:

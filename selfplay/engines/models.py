@@ -12,6 +12,7 @@ Model specs understood everywhere a config names a model:
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import shutil
@@ -149,6 +150,14 @@ def load_tokenizer(path: Path):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+@functools.cache
+def tokenizer_for(spec: str):
+    """The tokenizer of model spec ``spec`` (``embedded``, ``tiny-random``, a folder, a hub id),
+    loaded once per process: the ``tokenizer_loader`` that chunks a corpus in the policy's
+    tokens (``corpora.build_corpus``)."""
+    return load_tokenizer(resolve_model_path(spec))
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
