@@ -14,7 +14,7 @@ import select
 import subprocess
 import sys
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from pathlib import Path
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -154,15 +154,6 @@ def answers_equal(
     return VERIFIER.equal(str(predicted), str(gold), timeout_s)
 
 
-def majority_vote(answers: list[str | None]) -> tuple[str | None, float]:
-    """(majority answer ỹ, p̂ = share of all samples equal to ỹ); unanswered samples count in p̂."""
-    counts = Counter(a for a in answers if a is not None)
-    if not counts:
-        return None, 0.0
-    answer, count = counts.most_common(1)[0]
-    return answer, count / len(answers)
-
-
 def grade_answer(text: str, entry: dict, dataset, lenient: bool = False) -> dict:
     """Grade a response to a reasoning-gym entry: its verifier first, then Math-Verify.
 
@@ -178,3 +169,73 @@ def grade_answer(text: str, entry: dict, dataset, lenient: bool = False) -> dict
         if score < 1.0 and answers_equal(answer, str(entry["answer"])):
             score = 1.0
     return {"answer": answer, "boxed": boxed, "score": score, "correct": score >= 1.0}
+
+
+# ---------------------------------------------------------------------- typed answers
+# Questions with a declared answer type (SPICE's: a letter of options A-D, an integer, an
+# expression, or a string of at most three words) are graded by type, not by a verifier.
+LETTERS = ("A", "B", "C", "D")
+MAX_STRING_WORDS = 3
+_LETTER = re.compile(r"^\s*(?:option\s+)?\(?([A-Da-d])\)?(?=[\s\).:,]|$)")
+_TYPED_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
+_STATED = re.compile(r"answer\s*(?:is|:)\s*[:\s]*(.+?)\s*(?:[.\n]|$)", re.IGNORECASE)
+
+
+def option_letter(answer: str, options: dict[str, str]) -> str | None:
+    """ "B", "(b)", "B) Paris", "option B" → "B"; an option's own text → its letter."""
+    match = _LETTER.match(answer)
+    if match:
+        return match.group(1).upper()
+    wanted = normalise_text(answer)
+    for letter, text in options.items():
+        if wanted and normalise_text(text) == wanted:
+            return letter
+    return None
+
+
+def normalise_text(text: str) -> str:
+    """Lower case, no punctuation or articles, single spaces (exact match of short strings)."""
+    text = re.sub(r"\\text\{([^}]*)\}", r"\1", str(text)).lower()
+    text = re.sub(r"[^\w\s]", " ", text)
+    return " ".join(word for word in text.split() if word not in ("a", "an", "the"))
+
+
+def typed_answer(text: str, answer_type: str, lenient: bool = True) -> str | None:
+    """The answer in a reply to a typed question: its last ``\\boxed{}``; leniently, "answer is
+    X", the last option letter (mc), the last number (integer / expression) or a reply of ≤ 3
+    words (string)."""
+    boxed = last_boxed(text)
+    if boxed is not None or not lenient:
+        return boxed
+    _, opened, tail = text.rpartition("\\boxed{")
+    if opened and tail.strip():  # a box the reply opened (or its prefill did) but never closed
+        return tail.strip().splitlines()[0].strip()
+    stated = _STATED.findall(text)
+    if stated:
+        return stated[-1]
+    if answer_type == "mc":
+        letters = re.findall(r"\b([A-D])\b", text)
+        return letters[-1] if letters else None
+    if answer_type in ("integer", "expression"):
+        numbers = _TYPED_NUMBER.findall(text)
+        return numbers[-1] if numbers else None
+    short = text.strip()
+    return short if short and len(short.split()) <= MAX_STRING_WORDS else None
+
+
+def typed_correct(
+    predicted: str | None,
+    gold: str,
+    answer_type: str,
+    options: dict[str, str] | None = None,
+    timeout_s: float = 2.0,
+) -> bool:
+    """1[â = a*]: option letters and short strings by normalised exact match, integers and
+    expressions by Math-Verify equivalence (within ``timeout_s``)."""
+    if predicted is None:
+        return False
+    if answer_type == "mc":
+        return option_letter(predicted, options or {}) == gold
+    if answer_type == "string":
+        return normalise_text(predicted) == normalise_text(gold)
+    return answers_equal(predicted.replace(",", ""), gold, timeout_s=timeout_s)

@@ -1,4 +1,5 @@
-"""Self-consistency: majority pseudo-labels, pass rates p̂, and the band filters (REFERENCE §3).
+"""Self-consistency: majority pseudo-labels, pass rates p̂, and the band filters
+(docs/algorithms.md#agent0).
 
 The executor answers a proposed task k times; answers that are equal under symbolic equivalence
 (Math-Verify, under a per-call timeout: ``curricula.answers.answers_equal``) form one class, so
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from curricula.answers import DEFAULT_VERIFY_TIMEOUT_S, answers_equal
 
@@ -35,21 +37,47 @@ def answer_classes(
     return classes
 
 
-def majority_vote(
-    answers: Sequence[str | None], timeout_s: float = DEFAULT_VERIFY_TIMEOUT_S
-) -> tuple[str | None, float]:
-    """(ỹ, p̂): the majority answer and the share of all samples equivalent to it.
+@dataclass(frozen=True)
+class Consensus:
+    """The executor's self-consistency on one task: ỹ, p̂, and whether a reference answer (the
+    proposer's own) falls in ỹ's class (None when there is no reference or no ỹ)."""
 
-    Ties go to the class seen first; ỹ is written as that class's most common spelling
-    (first-seen among equals). No answer at all → (None, 0.0)."""
-    classes = answer_classes(answers, timeout_s)
+    label: str | None
+    p_hat: float
+    agrees: bool | None = None
+
+
+NO_REFERENCE = object()  # `consensus(..., reference=None)` means "the proposer gave no answer"
+
+
+def consensus(
+    answers: Sequence[str | None],
+    reference: object = NO_REFERENCE,
+    timeout_s: float = DEFAULT_VERIFY_TIMEOUT_S,
+) -> Consensus:
+    """ỹ, the majority class of ``answers`` (ties go to the class seen first), written as that
+    class's most common spelling (first-seen among equals); p̂, its share of all samples
+    (unanswered ones included). With a ``reference``, it is classified after the answers and
+    ``agrees`` says whether it joined ỹ's class. No answer at all → (None, 0.0, None)."""
+    with_reference = reference is not NO_REFERENCE
+    classes = answer_classes([*answers, reference] if with_reference else answers, timeout_s)
+    reference_class = classes.pop() if with_reference else None
     sizes = Counter(c for c in classes if c is not None)
     if not sizes:
-        return None, 0.0
+        return Consensus(None, 0.0)
     best = max(sizes, key=lambda c: (sizes[c], -c))
     spellings = Counter(a for a, c in zip(answers, classes, strict=True) if c == best)
     label = max(spellings, key=lambda s: (spellings[s], -answers.index(s)))
-    return label, sizes[best] / len(answers)
+    agrees = reference_class == best if with_reference else None
+    return Consensus(label, sizes[best] / len(answers), agrees)
+
+
+def majority_vote(
+    answers: Sequence[str | None], timeout_s: float = DEFAULT_VERIFY_TIMEOUT_S
+) -> tuple[str | None, float]:
+    """(ỹ, p̂) of ``consensus``."""
+    vote = consensus(answers, timeout_s=timeout_s)
+    return vote.label, vote.p_hat
 
 
 def in_band_paper(p_hat: float, delta: float = 0.25) -> bool:

@@ -43,32 +43,7 @@ from typing import Any
 import numpy as np
 
 from curricula.buffer import TaskBuffer, level_label
-
-SAMPLERS = ("uniform", "band", "dapo", "learnability", "plr", "tscl")
-
-
-@dataclass
-class CurriculumSettings:
-    """The knobs of every sampler; ``selfplay.config.CurriculumConfig`` has the same fields."""
-
-    sampler: str = "uniform"
-    retire_at: float | None = None
-    retire_min_attempts: int = 1
-    prior_p: float = 0.5
-    pool_strength: float = 8.0
-    ema: float = 0.5
-    band_lo: float = 0.3
-    band_hi: float = 0.7
-    dapo_max_rounds: int = 3
-    learnability_oversample: int = 4
-    plr_beta: float = 0.1
-    plr_rho: float = 0.1
-    tscl_mode: str = "epsilon"
-    tscl_epsilon: float = 0.1
-    tscl_alpha: float = 0.1
-    tscl_window: int = 10
-    tscl_arms: str = "level"
-    top_k: int = 5
+from curricula.settings import SAMPLERS, CurriculumSettings
 
 
 # ---------------------------------------------------------------------- drawing

@@ -1,21 +1,31 @@
 """Experiment configs: YAML files validated into typed pydantic models, with dotted overrides.
 
+This module holds the sections every experiment shares (model, engine, sampling, train,
+advantage, roles, ...). It names no loop: each loop declares the model of its own section in
+its own module (``Loop.Settings``), and ``selfplay.loops.validate`` checks that section, under
+the key the loop names (``spiral:`` for ``loop: spiral``, ``drill:`` for a plug-in loop whose
+class says ``name = "drill"``), the same way for built-in and plug-in loops.
+
 Every error a user can make (unknown key, wrong type, missing file, malformed YAML) becomes a
 ``UserError`` whose message is one line naming the file and the key; the CLI exits with code 2.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from curricula.settings import CurriculumSettings
 from selfplay.core.errors import UserError
 
 
 class Strict(BaseModel):
+    """A config section: unknown keys are errors, assignments are validated."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
@@ -123,222 +133,29 @@ class RolloutConfig(Strict):
     learner_threads: int | None = Field(None, ge=1)
 
 
-class TaskSpec(Strict):
-    name: str  # a reasoning-gym dataset name
-    weight: float = Field(1.0, gt=0)
-    config: dict[str, Any] = {}
-    # difficulty levels: each a config merged over `config` (level k = difficulty label k)
-    levels: list[dict[str, Any]] = []
+# the `curriculum:` section: one model, declared beside the samplers it configures
+CurriculumConfig = CurriculumSettings
 
 
-class ToolConfig(Strict):
-    """The Python tool for tool-integrated rollouts (Agent0 §3): fenced code runs in the sandbox."""
+class LoopSection(NamedTuple):
+    """Where a loop's own settings live: the config key and the pydantic model that checks it
+    (``None`` for both: the loop has no section of its own)."""
 
-    max_tool_turns: int = Field(4, ge=1)
-    max_observation_tokens: int = Field(512, ge=16)
-    wall_s: float = Field(10.0, gt=0)
-    pool_size: int = Field(2, ge=1)
-    sessions: bool = False  # variables persist between the tool calls of one episode
+    key: str | None
+    model: type[BaseModel] | None
 
 
-class RlvrConfig(Strict):
-    tasks: list[TaskSpec]
-    dataset_size: int = Field(64, ge=1)  # a small fixed set → the "sanity check" setting
-    prompts_per_step: int = Field(4, ge=1)
-    group_size: int = Field(8, ge=2)
-    lenient: bool = True  # accept the last number when no \boxed{} is given
-    format_reward: float = Field(0.0, ge=0)  # bonus for a \boxed{} answer
-    eval_size: int = Field(32, ge=0)
-    eval_every: int = Field(0, ge=0)  # 0: only before and after training
-    # train: the first eval_size training tasks (the sanity check); heldout: eval_size other
-    # tasks from the same families and levels, never trained on
-    eval_split: Literal["train", "heldout"] = "train"
-    tool: ToolConfig | None = None  # set to give the solver a Python interpreter
-
-
-class GameSpec(Strict):
-    id: str  # a native id (kuhn_poker, tictactoe, simple_negotiation) or textarena:<Id>
-    weight: float = Field(1.0, gt=0)
-    max_turns: int = Field(50, ge=1)  # cut-off → draw (SPIRAL: 50)
-    kwargs: dict[str, Any] = {}  # passed to the game's constructor (e.g. rounds: 3)
-
-
-class OpponentConfig(Strict):
-    kind: Literal["mirror", "random", "frozen", "pool"] = "mirror"
-    pool_size: int = Field(25, ge=1)  # FIFO pool of past checkpoints
-    refresh_every: int = Field(5, ge=1)  # steps between snapshots into the pool
-
-
-class SpiralConfig(Strict):
-    games: list[GameSpec]
-    games_per_step: int = Field(8, ge=1)
-    opponent: OpponentConfig = OpponentConfig()
-    invalid_penalty: float = -1.5  # offender's training reward for an invalid/unparseable move
-    invalid_opponent_reward: float = 0.5  # the other seat's training reward then
-    lenient: bool = False  # accept the last [token] when no \boxed{} is given
-    eval_every: int = Field(0, ge=0)  # 0: only before and after training
-    eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
-    eval_opponents: list[Literal["random", "initial"]] = ["random", "initial"]
-    eval_ood_games: list[str] = []  # out-of-domain game ids, against the random opponent
-    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (transfer)
-    eval_reasoning_size: int = Field(16, ge=0)
-
-
-class SpiceContaminationConfig(Strict):
-    """Generated questions that nearly copy an evaluation item are dropped (and counted).
-
-    The items are the held-out reasoning-gym questions of ``spice.eval_reasoning`` plus the
-    ``question`` field of every row of the JSONL files in ``eval_files``."""
-
-    enabled: bool = True
-    threshold: float = Field(0.9, gt=0, le=1)  # cosine similarity (MiniLM) that counts as a copy
-    eval_files: list[str] = []  # local JSONL files of {"question": ..., "answer": ...} rows
-
-
-class SpiceConfig(Strict):
-    """SPICE (REFERENCE §4): a challenger grounded in corpus chunks vs a reasoner without them."""
-
-    corpus: str | None = None  # None: corpora.DEFAULT_CORPUS (built on first use)
-    corpus_cache: str | None = None  # None: the corpora package's cache folder
-    grounded: bool = True  # false: no document in the challenger's prompt ("no corpus" ablation)
-    chunk_max_tokens: int = Field(5992, ge=16)  # the chunk is cut to this many tokens in the prompt
-    documents_per_step: int = Field(4, ge=1)
-    attempts_per_document: int = Field(4, ge=1)  # challenger samples per document per round
-    max_rounds: int = Field(1, ge=1)  # more rounds only for documents still without a valid one
-    formats: Literal["mc", "free", "both"] = "both"  # "both": attempts alternate mc / free-form
-    reasoner_samples: int = Field(8, ge=2)  # K = G
-    invalid_reward: float = -0.1  # ρ; negative ρ has caused collapse elsewhere (docs/spice.md)
-    challenger_reward: str = "variance"  # variance | uncertainty | learnability | threshold | m:f
-    # documents are drawn by `curriculum.sampler`; near_half = an alias of its `learnability`
-    sampler: Literal["uniform", "near_half"] = "uniform"
-    challenger_max_tokens: int | None = Field(None, ge=8)  # None: sampling.max_new_tokens
-    reasoner_max_tokens: int | None = Field(None, ge=1)
-    lenient: bool = True  # reasoner answers without \boxed{}: the last number / option letter
-    verify_timeout_s: float = Field(2.0, gt=0)  # math-verify per comparison
-    contamination: SpiceContaminationConfig = SpiceContaminationConfig()
-    eval_every: int = Field(0, ge=0)  # 0: only before and after training
-    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (greedy accuracy)
-    eval_reasoning_size: int = Field(32, ge=0)
-
-
-class CorpusSettings(Strict):
-    """How `selfplay corpus build` turns documents into a searchable corpus (docs/corpora.md).
-
-    Chunk sizes are in tokens of ``tokenizer`` (the policy's tokenizer by default, because the
-    challenger reads the chunk); SPICE's chunks are up to 5,992 tokens (REFERENCE §4)."""
-
-    chunk_tokens: int = Field(256, ge=16, le=5992)
-    overlap_tokens: int = Field(32, ge=0)
-    tokenizer: str = "embedded"  # a model spec (see selfplay.engines.models) or "embedding"
-    embedding_model: str = "minilm"  # the offline MiniLM package, or a local model folder
-    batch_size: int = Field(32, ge=1)  # chunks per embedding batch
-    # near-duplicates: cosine of the chunk embeddings at or above this is one chunk (1.0: off)
-    dedup_threshold: float = Field(0.95, gt=0, le=1)
-    text_field: str = "text"  # the column holding the text in jsonl / parquet / datasets
-    index: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
-    exact_max_chunks: int = Field(100_000, ge=1)  # auto: exact search up to this many chunks
-    approximate: Literal["ivf", "hnsw"] = "ivf"  # auto: the index past exact_max_chunks
-    ivf_nlist: int = Field(0, ge=0)  # 0: 4·√n lists
-    ivf_nprobe: int = Field(64, ge=1)
-    hnsw_m: int = Field(32, ge=4)
-    hnsw_ef_construction: int = Field(80, ge=8)
-    hnsw_ef_search: int = Field(128, ge=1)
-
-    @model_validator(mode="after")
-    def _overlap_below_chunk(self) -> CorpusSettings:
-        if self.overlap_tokens >= self.chunk_tokens:
-            raise ValueError(
-                f"overlap_tokens ({self.overlap_tokens}) must be below chunk_tokens "
-                f"({self.chunk_tokens})"
-            )
-        return self
-
-
-class Agent0Config(Strict):
-    """Agent0 (REFERENCE §3): a curriculum role and a tool-using executor role, alternating.
-
-    Steps map to (iteration, phase): each iteration is ``curriculum_steps`` curriculum steps
-    then ``executor_steps`` executor steps (train.steps = iterations × their sum)."""
-
-    task_kind: Literal["qa", "code_io"] = "qa"  # code_io: program + input, verified by running it
-    curriculum_steps: int = Field(5, ge=1)
-    executor_steps: int = Field(5, ge=1)
-    samples_per_task: int = Field(8, ge=2)  # k executor samples for p̂ and the pseudo-label
-    # curriculum phase: GRPO groups of proposals from the curriculum prompt
-    proposal_groups: int = Field(1, ge=1)
-    proposal_group_size: int = Field(8, ge=2)
-    curriculum_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    # the composite curriculum reward (curricula/rewards.py)
-    reward_form: Literal["paper", "code"] = "paper"
-    proposer_reward: str | None = None  # p̂ → reward by name; None: the form's uncertainty
-    lambda_unc: float = Field(1.0, ge=0)
-    lambda_tool: float = Field(1.0, ge=0)
-    tool_gamma: float = Field(0.05, ge=0)
-    tool_cap: int = Field(4, ge=0)
-    repetition_weight: float = Field(1.0, ge=0)
-    repetition_threshold: float = Field(0.5, gt=0, le=1)
-    agreement_gate: bool = False  # code form: p̂ ← 0 when the executor majority disagrees
-    # executor phase
-    pool_size: int = Field(64, ge=1)  # proposals generated per iteration for the task pool
-    band: Literal["paper", "code"] = "paper"  # |p̂ − ½| ≤ band_delta, or band_lo ≤ p̂ ≤ band_hi
-    band_delta: float = Field(0.25, ge=0, le=0.5)
-    band_lo: float = Field(0.3, ge=0, le=1)
-    band_hi: float = Field(0.8, ge=0, le=1)
-    executor_tasks_per_step: int = Field(4, ge=1)
-    executor_group_size: int = Field(8, ge=2)
-    executor_reward: Literal["binary", "signed"] = "binary"  # 1/0 (paper) or +1/−1 (code)
-    executor_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    verify_timeout_s: float = Field(5.0, gt=0)  # math-verify, per comparison
-    code_io_modes: list[Literal["deduction", "abduction"]] = ["deduction", "abduction"]
-    tool: ToolConfig = ToolConfig()
-    # pseudo-label accuracy: executor majority vs gold on reasoning-gym tasks, per iteration
-    probe: list[TaskSpec] = [TaskSpec(name="basic_arithmetic")]
-    probe_size: int = Field(16, ge=0)
-    eval_every: int = Field(0, ge=0)  # steps between probe evaluations (0: only at the end)
-
-    @model_validator(mode="after")
-    def _band_ordered(self) -> Agent0Config:
-        if self.band_lo > self.band_hi:
-            raise ValueError(f"band_lo {self.band_lo} > band_hi {self.band_hi}")
-        if not self.code_io_modes:
-            raise ValueError("code_io_modes needs at least one of deduction, abduction")
-        return self
-
-
-class CurriculumConfig(Strict):
-    """Difficulty-adaptive task sampling for every loop (docs/curricula.md, REFERENCE §5)."""
-
-    sampler: Literal["uniform", "band", "dapo", "learnability", "plr", "tscl"] = "uniform"
-    retire_at: float | None = Field(None, gt=0, le=1)  # ScaleRL: 0.9; None keeps every task
-    retire_min_attempts: int = Field(1, ge=1)
-    prior_p: float = Field(0.5, ge=0, le=1)  # p̂ of a task (and level) never seen
-    pool_strength: float = Field(8.0, ge=0)  # pseudo-attempts of a task's level in its p̂
-    ema: float = Field(0.5, gt=0, le=1)  # weight of the newest group in p̂
-    band_lo: float = Field(0.3, ge=0, le=1)
-    band_hi: float = Field(0.7, ge=0, le=1)
-    dapo_max_rounds: int = Field(3, ge=0)  # refill rounds after the first draw
-    learnability_oversample: int = Field(4, ge=1)  # LILO: m×batch candidates, keep the top
-    plr_beta: float = Field(0.1, gt=0)  # rank temperature β
-    plr_rho: float = Field(0.1, ge=0, le=1)  # staleness mix ρ
-    tscl_mode: Literal["epsilon", "thompson"] = "epsilon"
-    tscl_epsilon: float = Field(0.1, ge=0, le=1)
-    tscl_alpha: float = Field(0.1, gt=0, le=1)
-    tscl_window: int = Field(10, ge=1)
-    tscl_arms: Literal["level", "family"] = "level"
-    top_k: int = Field(5, ge=1)  # top tasks by priority in metrics.jsonl
-
-    @model_validator(mode="after")
-    def _band_ordered(self) -> CurriculumConfig:
-        if self.band_lo > self.band_hi:
-            raise ValueError(f"band_lo {self.band_lo} > band_hi {self.band_hi}")
-        return self
+SectionOf = Callable[[str], LoopSection]  # loop name (as written in `loop:`) → its section
 
 
 class ExperimentConfig(Strict):
+    # extra keys are allowed only for the loop's own section; ``parse`` refuses any other
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
     name: str
     description: str = ""
     # a built-in loop (rlvr, spiral, agent0, spice), "module:Class", or an entry-point name;
-    # checked against the loop registry when the loop is built (selfplay.loops.loop_class)
+    # resolved by the loop registry (selfplay.loops)
     loop: str
     seed: int = 0
     run_dir: str = "runs"
@@ -353,16 +170,10 @@ class ExperimentConfig(Strict):
     cluster: ClusterConfig = ClusterConfig()
     rollout: RolloutConfig = RolloutConfig()
     curriculum: CurriculumConfig = CurriculumConfig()
-    rlvr: RlvrConfig | None = None
-    spiral: SpiralConfig | None = None
-    settings: dict[str, Any] = {}  # a plug-in loop's own section (selfplay.loops.loop_settings)
-    agent0: Agent0Config | None = None
-    spice: SpiceConfig | None = None
+    _section: str | None = PrivateAttr(None)
 
     @model_validator(mode="after")
-    def _loop_section_present(self) -> ExperimentConfig:
-        if self.loop in type(self).model_fields and getattr(self, self.loop) is None:
-            raise ValueError(f"loop {self.loop!r} needs a `{self.loop}:` section")
+    def _consistent(self) -> ExperimentConfig:
         if self.train.finetune == "full" and any(r.adapter == "own" for r in self.roles.values()):
             raise ValueError("roles with `adapter: own` need train.finetune: lora")
         if self.rollout.mode == "async" and self.train.tis_cap is None:
@@ -371,6 +182,13 @@ class ExperimentConfig(Strict):
                 "set train.tis_cap"
             )
         return self
+
+    @property
+    def settings(self) -> Any:
+        """The loop's own section, validated by its settings model (None if it has none)."""
+        if self._section is None:
+            return None
+        return (self.__pydantic_extra__ or {}).get(self._section)
 
     def adapters(self) -> list[str]:
         """LoRA adapter names the engine and learner hold, in a stable order (none when the
@@ -437,9 +255,13 @@ def apply_override(data: dict, override: str) -> None:
     node[parts[-1]] = value
 
 
-def _one_line(exc: ValidationError, source: str) -> str:
+def one_line(exc: ValidationError, source: str, prefix: str = "") -> str:
+    """A pydantic error as one line naming the source and the key (``prefix``: the section the
+    model validated, e.g. ``spiral``)."""
     error = exc.errors()[0]
-    key = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-after"))
+    parts = [prefix] if prefix else []
+    parts += [str(p) for p in error["loc"] if not str(p).startswith("function-after")]
+    key = ".".join(parts)
     if error["type"] == "extra_forbidden":
         return f"{source}: unknown key {key!r}"
     if error["type"] == "missing":
@@ -451,20 +273,41 @@ def _one_line(exc: ValidationError, source: str) -> str:
     return f"{source}: {where}{error['msg']}{got_text}{more}"
 
 
-def validate(data: dict, source: str) -> ExperimentConfig:
+def parse(data: dict, source: str, section_of: SectionOf) -> ExperimentConfig:
+    """The shared sections validated here, the loop's own section by the model ``section_of``
+    names for the config's loop; any other key is an error. Use ``selfplay.loops.validate``,
+    which passes the loop registry."""
     try:
-        return ExperimentConfig.model_validate(data)
+        config = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        raise UserError(_one_line(exc, source)) from exc
+        raise UserError(one_line(exc, source)) from exc
+    key, model = section_of(config.loop)
+    extra = config.__pydantic_extra__ if config.__pydantic_extra__ is not None else {}
+    for unknown in sorted(set(extra) - {key}):
+        raise UserError(f"{source}: unknown key {unknown!r}")
+    if key is None or model is None:
+        return config
+    raw = extra.get(key)
+    if raw is None and any(field.is_required() for field in model.model_fields.values()):
+        raise UserError(f"{source}: loop {config.loop!r} needs a `{key}:` section")
+    if raw is not None and not isinstance(raw, dict | BaseModel):
+        raise UserError(f"{source}: `{key}:` must be a mapping, got {type(raw).__name__}")
+    try:
+        extra[key] = model.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        raise UserError(one_line(exc, source, prefix=key)) from exc
+    config._section = key
+    return config
 
 
-def load_experiment(name_or_path: str, overrides: list[str] | None = None) -> ExperimentConfig:
+def load(name_or_path: str, overrides: list[str] | None, section_of: SectionOf) -> ExperimentConfig:
+    """An experiment by name (``experiments/NAME.yaml``) or path, with dotted overrides."""
     path = find_experiment(name_or_path)
     data = read_yaml(path)
     data.setdefault("name", path.stem)
     for override in overrides or []:
         apply_override(data, override)
-    return validate(data, str(path))
+    return parse(data, str(path), section_of)
 
 
 def dump(config: ExperimentConfig) -> str:

@@ -1,8 +1,9 @@
-"""Core types shared by every loop, engine and the learner (see DESIGN.md, "Core types").
+"""Core types shared by every loop, engine and the learner (docs/architecture.md).
 
 The data flow is one direction: a loop turns ``Request``s into ``Completion``s through the
-policy, records them as ``Turn``s inside ``Episode``s, the advantage estimators turn the turns
-into ``Sample``s, and the learner trains on samples.
+policy, records them as ``Turn``s inside ``Episode``s and hands a step's episodes to the runner
+as one ``Collected``; the advantage estimators turn the turns into ``Sample``s, and the learner
+trains on samples.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class Request:
     """One model call. Give either chat ``messages`` or ready ``prompt_ids`` (continuations).
 
     ``adapter`` names the LoRA adapter that serves this role ("shared" when roles share weights).
+    ``prefill`` starts the assistant's reply after the chat template's generation prompt: the
+    model continues it, and the completion holds only what the model wrote (messages only).
     """
 
     role: str
@@ -34,10 +37,13 @@ class Request:
     prompt_ids: list[int] | None = None
     adapter: str = "shared"
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    prefill: str = ""
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt_ids is None):
             raise ValueError("a Request needs exactly one of `messages` or `prompt_ids`")
+        if self.prefill and self.messages is None:
+            raise ValueError("a Request's `prefill` follows the chat template: give `messages`")
 
 
 @dataclass
@@ -140,3 +146,45 @@ class Sample:
     advantage_scale: float = 1.0
     eps_high: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskRow:
+    """One generated task, a row of the run's ``tasks.jsonl`` (docs/run-folder.md): what was
+    asked, its gold answer, whether it was valid and kept, and how the solver fared on it."""
+
+    step: int
+    loop: str
+    task_id: str
+    question: str | None
+    phase: str
+    kind: str = "qa"
+    iteration: int | None = None
+    answer: str | None = None
+    answer_type: str | None = None
+    valid: bool = False
+    pseudo_label: str | None = None
+    p_hat: float | None = None
+    samples: int = 0
+    solver_answers: list[str | None] = field(default_factory=list)
+    tool_calls: float | None = None
+    reward: float | None = None
+    kept: bool | None = None
+    document: str | None = None
+
+
+@dataclass
+class Collected:
+    """What a loop's ``collect`` returns for one step: everything the runner records.
+
+    ``episodes`` are written to ``episodes/step-N.jsonl`` and trained on; ``metrics`` are the
+    loop's own figures for the step (the runner adds rewards per role, lengths, timings);
+    ``tasks`` are rows of ``tasks.jsonl`` (docs/run-folder.md) for loops that generate tasks;
+    ``files`` are JSONL files of the run folder, by relative path, written with the step (e.g.
+    Agent0's ``pools/iter-K.jsonl``).
+    """
+
+    episodes: list[Episode]
+    metrics: dict[str, float] = field(default_factory=dict)
+    tasks: list[TaskRow] = field(default_factory=list)
+    files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)

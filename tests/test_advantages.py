@@ -143,7 +143,7 @@ def test_adpo_in_a_loop_without_pass_rates_is_a_one_line_error(tmp_path, capsys,
 
 
 def test_a_loop_that_supplies_pass_rates_accepts_adpo(tmp_path):
-    from selfplay.config import validate
+    from selfplay.loops import validate
     from selfplay.loops.rlvr import RlvrLoop
     from tests.conftest import tiny_config
 

@@ -4,26 +4,31 @@ from __future__ import annotations
 
 import pytest
 
-from selfplay.config import validate
+from selfplay.loops import validate
 from selfplay.loops.base import Loop
 from tests.conftest import tiny_config
 
 
 def test_prefill_is_appended_after_the_generation_prompt(tmp_path, tiny_model_path):
+    from selfplay.engines.base import encode_request
     from selfplay.engines.models import load_tokenizer
+    from selfplay.types import Completion
 
     role = tmp_path / "asker.yaml"
     role.write_text("user: 'Ask about {{ topic }}.'\nprefill: 'Question: What is {{ topic }}'\n")
     config = validate(tiny_config(tmp_path, roles={"solver": {"prompt": str(role)}}), "test")
     loop = Loop(config)
     tokenizer = load_tokenizer(tiny_model_path)
-    request = loop.request("solver", tokenizer=tokenizer, topic="pi")
-    assert request.messages is None
+    request = loop.request("solver", topic="pi")
+    assert request.messages[-1]["content"] == "Ask about pi." and request.prefill
     template = tokenizer.apply_chat_template(
         [{"role": "user", "content": "Ask about pi."}], add_generation_prompt=True, tokenize=False
     )
-    assert tokenizer.decode(request.prompt_ids) == template + "Question: What is pi"
-    assert loop.reply_text("solver", " 3?", topic="pi") == "Question: What is pi 3?"
+    # the engine encodes the chat template, then the prefill the model continues
+    prompt_ids = encode_request(tokenizer, request)
+    assert tokenizer.decode(prompt_ids) == template + "Question: What is pi"
+    completion = Completion(" 3?", prompt_ids, [1], [0.0], "stop")
+    assert loop.reply(request, completion) == "Question: What is pi 3?"
     plain = tmp_path / "plain.yaml"
     plain.write_text("user: 'Ask.'\n")
     config = validate(tiny_config(tmp_path, roles={"solver": {"prompt": str(plain)}}), "test")
@@ -63,8 +68,8 @@ def agent0_config(tmp_path, executor_prefill: str = "", **agent0) -> dict:
         train={"steps": 3, "lr": 5e-2, "loss": "grpo"},
         advantage={"adpo": True},
         agent0=settings,
-        rlvr=None,
     )
+    del config["rlvr"]
     config["roles"] = {
         "curriculum": {"prompt": str(roles / "asker.yaml"), "adapter": "own"},
         "executor": {"prompt": str(roles / "solver.yaml"), "adapter": "own"},
@@ -76,7 +81,7 @@ def _varied_answers(monkeypatch):
     """The tiny random model never writes numbers: read an answer from the reply's length
     parity instead, so p̂, pseudo-labels and rewards vary and both roles have something to
     learn (the pattern of conftest.varied_grade)."""
-    import selfplay.loops.agent0 as agent0
+    import selfplay.loops.agent0.loop as agent0
 
     monkeypatch.setattr(
         agent0, "extract_answer", lambda text, lenient=False: (str(len(text) % 2), False)
@@ -308,7 +313,7 @@ def test_resume_after_kill_9_mid_executor_phase_keeps_the_pool(tmp_path, tiny_mo
 
 # ---------------------------------------------------------------------- parsing and code tasks
 def test_parse_qa_formats():
-    from selfplay.loops.agent0 import parse_qa
+    from curricula.proposals import parse_qa
 
     cpu = parse_qa("Question: What is 5.6 * 18?\nAnswer: 100.8.\n\nI will write more")
     assert (cpu.valid, cpu.question, cpu.answer) == (True, "What is 5.6 * 18?", "100.8")
@@ -325,7 +330,7 @@ def test_parse_qa_formats():
 
 
 def test_parse_code_io_reads_the_input_line_or_the_first_call():
-    from selfplay.loops.agent0 import parse_code_io
+    from curricula.proposals import parse_code_io
 
     line = parse_code_io("```python\ndef f(x):\n    return x * 2\n```\nInput: 5")
     assert (line.valid, line.program, line.input) == (True, "def f(x):\n    return x * 2", "5")
@@ -347,32 +352,34 @@ def test_code_io_tasks_are_grounded_and_checked_by_execution(tmp_path):
     import asyncio
     import dataclasses
 
+    from curricula.proposals import parse_code_io
     from selfplay.engines.policy import BatchingPolicy
-    from selfplay.loops.agent0 import Agent0Loop, parse_code_io
+    from selfplay.loops.agent0 import Agent0Loop
 
     config = validate(
         agent0_config(tmp_path, task_kind="code_io", code_io_modes=["deduction"]), "test"
     )
     loop = Agent0Loop(config)
     policy = BatchingPolicy(engine=None)
+    code_io = loop.kinds["code_io"]
 
     async def scenario():
         program = "```python\ndef f(x):\n    return [x, x * 2]\nprint(f(3))\n```"
-        task = await loop._ground_code(policy, parse_code_io(program))
+        task = await code_io.ground(policy, parse_code_io(program))
         assert task.valid and task.output == "[3, 6]" and task.answer == "[3, 6]"
         assert task.question.endswith("What does f(3) return?")
-        assert await loop._verified(policy, task, "[3, 6]")
-        assert not await loop._verified(policy, task, "[3, 7]")
+        assert await code_io.check(policy, task, "[3, 6]")
+        assert not await code_io.check(policy, task, "[3, 7]")
         abduction = dataclasses.replace(task, mode="abduction")
-        assert await loop._verified(policy, abduction, "3")
-        assert not await loop._verified(policy, abduction, "4")
+        assert await code_io.check(policy, abduction, "3")
+        assert not await code_io.check(policy, abduction, "4")
         random_program = (
             "```python\nimport random\ndef f(x):\n    return random.random() + x\nprint(f(1))\n```"
         )
-        changing = await loop._ground_code(policy, parse_code_io(random_program))
+        changing = await code_io.ground(policy, parse_code_io(random_program))
         assert not changing.valid and changing.why_invalid == "not deterministic"
         broken = "```python\ndef f(x):\n    return y\nprint(f(1))\n```"
-        failing = await loop._ground_code(policy, parse_code_io(broken))
+        failing = await code_io.ground(policy, parse_code_io(broken))
         assert not failing.valid and failing.why_invalid == "program failed"
 
     try:

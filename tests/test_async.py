@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from selfplay.config import validate
 from selfplay.core.errors import UserError
+from selfplay.loops import validate
 from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 
@@ -168,7 +168,11 @@ def test_cores_are_split_only_for_an_in_process_cpu_engine(tmp_path, tiny_model_
 
     world, _ = _async_world(tmp_path, max_staleness=1)
     assert shares_cpu_with_learner(world.engine)
-    with AsyncRollouts(world, range(0), 1, evaluate_at=lambda step: False) as rollouts:
+    def rollouts_of(engine, **threads):
+        return AsyncRollouts(world.loop, world.policy, range(0), 1, lambda step: False,
+                             engine=engine, **threads)
+
+    with rollouts_of(world.engine) as rollouts:
         # the hf engine asks for its threads at every decode step: all cores while the learner
         # is idle, the engine's share while it trains
         assert world.engine.decode_threads() == rollouts.engine_threads + rollouts.learner_threads
@@ -176,8 +180,5 @@ def test_cores_are_split_only_for_an_in_process_cpu_engine(tmp_path, tiny_model_
             assert world.engine.decode_threads() == rollouts.engine_threads
     assert world.engine.decode_threads is None
     assert not shares_cpu_with_learner(object())  # a Ray pool, vLLM: their own threads
-    world.engine = object()
-    rollouts = AsyncRollouts(world, range(0), 1, evaluate_at=lambda step: False)
-    assert not rollouts.split_cores
-    rollouts = AsyncRollouts(world, range(0), 1, lambda step: False, engine_threads=1)
-    assert rollouts.split_cores  # asked for explicitly
+    assert not rollouts_of(object()).split_cores
+    assert rollouts_of(object(), engine_threads=1).split_cores  # asked for explicitly

@@ -7,8 +7,9 @@ import pytest
 import yaml
 
 from selfplay.cli.main import main
-from selfplay.config import apply_override, load_experiment, validate
+from selfplay.config import apply_override
 from selfplay.core.errors import UserError
+from selfplay.loops import load_experiment, validate
 from tests.conftest import tiny_config
 
 

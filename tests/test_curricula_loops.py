@@ -10,9 +10,8 @@ import re
 
 import pytest
 
-from selfplay.config import validate
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops import make_loop
+from selfplay.loops import make_loop, validate
 from selfplay.types import Completion
 from tests.test_agent0 import agent0_config
 
@@ -73,7 +72,7 @@ class ExecutorEngine:
             if request.prompt_ids is not None:
                 prompt = self.tokenizer.decode(request.prompt_ids)
             else:
-                prompt = request.messages[-1]["content"]
+                prompt = request.messages[-1]["content"] + request.prefill
             text = self.reply(prompt)
             ids = self.tokenizer(text, add_special_tokens=False).input_ids
             out.append(
@@ -93,18 +92,27 @@ def loop_with_pool(tmp_path, **curriculum):
     config["curriculum"] = {"pool_strength": 0, **curriculum}
     loop = make_loop(validate(config, "test"))
     kept = pool_tasks()
-    loop.pool = {"iteration": 0, "tasks": kept, "indices": loop._add_to_curriculum(kept, 1)}
+    loop.pool = {"iteration": 0, "tasks": kept, "indices": loop.add_to_curriculum(kept, 1)}
     return loop
 
 
+def executor_step(loop, engine, step):
+    """One executor step of iteration 0 (``collect``: curriculum_steps = 1, so steps 1, 2, ...
+    until the next iteration are executor steps)."""
+    assert loop.phase(step) == (0, "executor")
+    return asyncio.run(loop.collect(BatchingPolicy(engine), step))
+
+
 def executor_steps(loop, tokenizer, steps):
-    """Run executor steps 1..steps; the task ids drawn each step, and the last step's episodes."""
+    """Run executor steps 1..steps; the task ids drawn each step, and the last step's
+    collection."""
+    loop.config.agent0.executor_steps = steps  # keep every step in iteration 0
     engine = ExecutorEngine(tokenizer, half_right_executor())
-    drawn, episodes = [], []
+    drawn, collected = [], None
     for step in range(1, steps + 1):
-        episodes = asyncio.run(loop._executor_step(BatchingPolicy(engine), step, 0))
-        drawn.append(sorted({e.info["task_id"] for e in episodes}))
-    return drawn, episodes
+        collected = executor_step(loop, engine, step)
+        drawn.append(sorted({e.info["task_id"] for e in collected.episodes}))
+    return drawn, collected
 
 
 def test_band_draws_only_in_band_pool_tasks(tmp_path, tokenizer):
@@ -132,9 +140,8 @@ def test_uniform_draws_every_pool_task(tmp_path, tokenizer):
 
 def test_executor_curriculum_survives_a_checkpoint_and_logs_metrics(tmp_path, tokenizer):
     loop = loop_with_pool(tmp_path, sampler="plr")
-    _, episodes = executor_steps(loop, tokenizer, steps=1)
-    loop._collected_step = 1  # an executor step (curriculum_steps = 1)
-    metrics = loop.summarize(episodes)
+    _, collected = executor_steps(loop, tokenizer, steps=1)
+    metrics = collected.metrics
     assert metrics["curriculum/drawn_groups"] == 2.0
     assert metrics["curriculum/effective_ratio"] == 1.0  # half-right groups
     assert "it0-p" in metrics["curriculum/top_tasks"]
@@ -166,11 +173,10 @@ def test_dapo_refills_the_executor_step_with_mixed_groups(tmp_path, tokenizer):
     engine = ExecutorEngine(tokenizer, executor)
     drawn = 0
     for step in (1, 2):  # the executor steps of iteration 0
-        episodes = asyncio.run(loop._executor_step(BatchingPolicy(engine), step, 0))
+        collected = executor_step(loop, engine, step)
+        episodes, metrics = collected.episodes, collected.metrics
         assert {e.info["task_id"] for e in episodes} <= {"it0-p3", "it0-p4", "it0-p5"}
         assert len({e.info["task_id"] for e in episodes}) == 2
-        loop._collected_step = step
-        metrics = loop.summarize(episodes)
         assert metrics["curriculum/kept_groups"] == 2.0
         drawn += metrics["curriculum/drawn_groups"]
     assert drawn > 4  # some all-right groups were drawn, graded and thrown away

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from selfplay.cli.main import main
-from selfplay.config import validate
+from selfplay.loops import validate
 from selfplay.running.runner import build, restore, run
 from tests.conftest import tiny_config
 

@@ -289,5 +289,8 @@ def test_successive_sampling_without_replacement_by_rejection():
 
 
 def test_unknown_sampler_names_the_choices():
-    with pytest.raises(ValueError, match="unknown sampler 'bogus'.*plr"):
+    with pytest.raises(ValueError, match="(?s)'plr'.*input_value='bogus'"):  # the settings model
         sampler("bogus")
+    unchecked = CurriculumSettings.model_construct(sampler="bogus")  # no validation
+    with pytest.raises(ValueError, match="unknown sampler 'bogus'.*plr"):  # make_sampler's own
+        make_sampler(unchecked)

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from selfplay.config import validate
+from selfplay.loops import validate
 from selfplay.loops.spiral import SpiralLoop
+from selfplay.loops.spiral.metrics import game_groups
 from selfplay.types import Episode
 from tests.test_spiral import ScriptedEngine, collect, first_legal, spiral_config
 
@@ -29,7 +30,7 @@ def test_game_scores_rescale_training_rewards(tmp_path):
         ),
         Episode("spiral", "kuhn_poker", [], {"player_1": 0.0}, info={"game_index": 1}),
     ]
-    tictactoe, kuhn = loop.game_groups(episodes)
+    tictactoe, kuhn = game_groups(episodes, loop.settings.invalid_penalty)
     # (r + 1.5) / 2.5: −1.5 → 0, 0.5 → 0.8, 1 → 1, −1 → 0.2, 0 → 0.6
     assert (tictactoe.task, tictactoe.attempts) == (0, 2)
     assert tictactoe.successes == pytest.approx(0.8)
@@ -42,9 +43,8 @@ def test_tscl_sends_the_games_to_the_arm_with_most_progress(tmp_path):
     sampler = loop.curriculum.sampler
     sampler.q = {"tictactoe@?": 0.01, "kuhn_poker@?": -0.2}  # |Q|: kuhn poker is moving most
     sampler.last_score = {"tictactoe@?": 0.5, "kuhn_poker@?": 0.5}
-    episodes, _ = collect(loop, ScriptedEngine(first_legal), step=3)
+    episodes, metrics = collect(loop, ScriptedEngine(first_legal), step=3)
     assert {e.env for e in episodes} == {"kuhn_poker"} and len(episodes) == 6
-    metrics = loop.summarize(episodes)
     assert metrics["curriculum/drawn_groups"] == 1  # one group: the kuhn poker games
     assert metrics["curriculum/top_tasks"].startswith("kuhn_poker#1=1")
     assert loop.curriculum.buffer.attempts.tolist() == [0, 12]  # 6 games × 2 trained seats
@@ -52,8 +52,7 @@ def test_tscl_sends_the_games_to_the_arm_with_most_progress(tmp_path):
 
 def test_uniform_keeps_the_configured_weights_and_logs_the_mixture(tmp_path):
     loop = two_game_loop(tmp_path)
-    episodes, _ = collect(loop, ScriptedEngine(first_legal))
-    metrics = loop.summarize(episodes)
+    episodes, metrics = collect(loop, ScriptedEngine(first_legal))
     played = {e.env for e in episodes}
     assert metrics["curriculum/drawn_groups"] == len(played)
     assert loop.curriculum.buffer.attempts.sum() == 12

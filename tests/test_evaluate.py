@@ -44,7 +44,7 @@ def test_math_verify_grades_equivalent_forms():
 
 
 def test_suites_offline(tmp_path):
-    from selfplay.config import validate
+    from selfplay.loops import validate
     from tests.conftest import tiny_config
 
     config = validate(tiny_config(tmp_path), "test")  # trains on chain_sum

@@ -78,6 +78,7 @@ def trained_one_step(run_dir: Path) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     step = [row for row in rows if row.get("step") == 0 and not row.get("final")]
     assert step and "reward/player" in step[0]
+    assert 0.0 <= step[0]["drill/win_rate"] <= 1.0  # the loop's own metric reaches the log
     episodes = (run_dir / "episodes" / "step-000000.jsonl").read_text().splitlines()
     assert len(episodes) == 2  # settings.games_per_step
     first = json.loads(episodes[0])
@@ -95,6 +96,8 @@ def test_page_has_the_files_it_walks_through() -> None:
         "my_selfplay/pyproject.toml",
     } <= names
     assert page_commands() == [["cd", "my_selfplay"], ["selfplay", "run", "nim_drill.yaml"]]
+    loop = page_files()["my_selfplay/my_loops/drill.py"]
+    assert len(loop.splitlines()) <= 60  # a whole loop, settings included
 
 
 def test_game_role_and_loop_by_import_path(user_folder: Path) -> None:

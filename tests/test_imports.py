@@ -1,8 +1,12 @@
-"""Imports point one way: config → engines → loops → runner → CLI, with no cycles.
+"""Imports point one way (docs/architecture.md): a dependency-free core, then config and types,
+RL maths and statistics, engines, training, loops, analysis, running, evaluation, benchmarks,
+the CLI. The user-facing packages (games, curricula, corpora, sandbox, roles) import nothing of
+``selfplay`` but its core. No import circle, between modules or between packages.
 
-Read from the source with ``ast`` (nothing is imported): every ``import`` counts, at module level
-or inside a function (a late import is still a dependency), except those under
-``if TYPE_CHECKING:``, which never run.
+Read from the source with ``ast`` (nothing is imported): every ``import`` counts, at module level,
+inside a function (a late import is still a dependency) and under ``if TYPE_CHECKING:`` (a type
+that points upward is a dependency that points upward). ``from a import b`` counts ``a`` (which
+runs ``a/__init__.py``) and ``a.b``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LEAF_PACKAGES = ("games", "curricula", "corpora", "sandbox", "roles")
-TOP = ("selfplay.running.runner", "selfplay.cli.main")
+CORE = "selfplay.core"
+# Lower layers first; a module may import from its own layer and the layers below it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("selfplay.core",),
+    ("selfplay.types", "selfplay.config"),
+    ("selfplay.rl", "selfplay.stats"),
+    ("selfplay.engines",),
+    ("selfplay.training",),
+    ("selfplay.loops",),
+    ("selfplay.analysis",),
+    ("selfplay.running",),
+    ("selfplay.evaluation",),
+    ("selfplay.bench",),
+    ("selfplay.cli", "selfplay.__main__"),
+)
 
 
 def module_name(path: Path) -> str:
@@ -22,36 +40,30 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def imports_of(path: Path) -> set[str]:
-    """Modules `path` imports (absolute names; `from x import y` counts x and x.y)."""
+def imports_of(path: Path, name: str | None = None) -> set[str]:
+    """Modules ``path`` (the module ``name``) imports, absolute (``from x import y`` counts x and
+    x.y; relative imports are resolved against the module's package)."""
+    package = (name or module_name(path)).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
     found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(ast.parse(path.read_text(), filename=str(path)))
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
 
 
+def all_modules(packages: tuple[str, ...]) -> dict[str, Path]:
+    return {module_name(p): p for pkg in packages for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
 def graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
-    modules = {module_name(p): p for pkg in packages for p in sorted((ROOT / pkg).rglob("*.py"))}
+    modules = all_modules(packages)
     return {name: {i for i in imports_of(path) if i in modules} for name, path in modules.items()}
 
 
@@ -78,59 +90,93 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycles_among_selfplay_modules() -> None:
-    cycle = find_cycle(graph(("selfplay",)))
+def layer_of(module: str) -> int | None:
+    for index, layer in enumerate(LAYERS):
+        if any(module == part or module.startswith(part + ".") for part in layer):
+            return index
+    return None
+
+
+def package_of(module: str) -> str:
+    """``selfplay.loops.spiral.loop`` → ``selfplay.loops`` (the subpackage of selfplay)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_every_selfplay_module_has_a_layer() -> None:
+    unplaced = [m for m in all_modules(("selfplay",)) if m != "selfplay" and layer_of(m) is None]
+    assert not unplaced, f"put these in a layer of tests/test_imports.py: {unplaced}"
+
+
+def test_no_import_cycles_between_modules() -> None:
+    cycle = find_cycle(graph(("selfplay", *LEAF_PACKAGES)))
     assert cycle is None, " -> ".join(cycle or [])
 
 
-@pytest.mark.parametrize("layer", ["selfplay.engines", "selfplay.loops"])
-def test_engines_and_loops_never_import_the_runner_or_cli(layer: str) -> None:
-    edges = graph(("selfplay",))
-    offenders = {
+def test_no_import_cycles_between_selfplay_packages() -> None:
+    edges: dict[str, set[str]] = {}
+    for module, targets in graph(("selfplay",)).items():
+        edges.setdefault(package_of(module), set()).update(
+            package_of(t) for t in targets if package_of(t) != package_of(module)
+        )
+    cycle = find_cycle(edges)
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_imports_never_point_upward() -> None:
+    offenders = sorted(
         f"{module} imports {target}"
-        for module, targets in edges.items()
-        if module.startswith(layer)
+        for module, targets in graph(("selfplay",)).items()
         for target in targets
-        if target.startswith(TOP)
-    }
-    assert not offenders
+        if (low := layer_of(module)) is not None
+        and (high := layer_of(target)) is not None
+        and high > low
+    )
+    assert not offenders, "\n".join(offenders)
 
 
-def test_engines_never_import_loops() -> None:
-    edges = graph(("selfplay",))
-    assert not {
-        (m, t)
-        for m, ts in edges.items()
-        if m.startswith("selfplay.engines")
-        for t in ts
-        if t.startswith("selfplay.loops")
-    }
+def test_the_selfplay_package_itself_imports_nothing() -> None:
+    """``selfplay/__init__.py`` runs on every import of the core: it must stay empty."""
+    assert not imports_of(ROOT / "selfplay" / "__init__.py")
 
 
-def test_leaf_packages_never_import_the_runner_or_cli() -> None:
-    offenders = {
+@pytest.mark.parametrize("package", LEAF_PACKAGES)
+def test_leaf_packages_import_only_the_core_of_selfplay(package: str) -> None:
+    offenders = sorted(
         f"{module_name(path)} imports {target}"
-        for pkg in LEAF_PACKAGES
-        for path in (ROOT / pkg).rglob("*.py")
+        for path in (ROOT / package).rglob("*.py")
         for target in imports_of(path)
-        if target.startswith(TOP)
-    }
-    assert not offenders
+        if target.split(".")[0] == "selfplay" and target != "selfplay"
+        and not (target == CORE or target.startswith(CORE + "."))
+    )
+    assert not offenders, "\n".join(offenders)
 
 
-def test_the_checker_sees_late_imports_and_cycles(tmp_path: Path) -> None:
-    """The checks above would catch the old runner ↔ ray_pool cycle (a late import)."""
-    module = tmp_path / "m.py"
+def test_the_core_imports_only_the_standard_library() -> None:
+    import sys
+
+    offenders = sorted(
+        f"{module_name(path)} imports {target}"
+        for path in (ROOT / "selfplay" / "core").rglob("*.py")
+        for target in imports_of(path)
+        if target.split(".")[0] not in sys.stdlib_module_names
+        and not target.startswith(CORE)
+        and target != "__future__.annotations"
+    )
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_checker_sees_late_type_checking_and_relative_imports(tmp_path: Path) -> None:
+    """The checks above would catch an upward import hidden in a function or under
+    TYPE_CHECKING, and a cycle through a package's ``__init__``."""
+    module = tmp_path / "probe.py"
     module.write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from selfplay.cli.main import main\n"
-        "def f():\n    from selfplay.running.runner import lora_spec\n"
+        "if TYPE_CHECKING:\n    from selfplay.cli import main\n"
+        "def f():\n    from selfplay.running.runner import build\n"
+        "from . import base\n"
     )
-    assert imports_of(module) == {
-        "typing",
-        "typing.TYPE_CHECKING",
-        "selfplay.running.runner",
-        "selfplay.running.runner.lora_spec",
-    }
+    found = imports_of(module, "selfplay.loops.probe")
+    assert {"selfplay.cli", "selfplay.running.runner", "selfplay.loops.base"} <= found
+    assert layer_of("selfplay.cli.main") > layer_of("selfplay.loops.base")
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

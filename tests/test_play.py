@@ -7,8 +7,9 @@ import torch
 from rich.console import Console
 
 from selfplay.cli.play import load_policy, play
-from selfplay.config import dump, validate
+from selfplay.config import dump
 from selfplay.core.errors import UserError
+from selfplay.loops import validate
 from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 

@@ -4,7 +4,7 @@ import json
 
 import torch
 
-from selfplay.config import validate
+from selfplay.loops import validate
 from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 

@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import re
 
 import pytest
 
-from selfplay.config import validate
+from curricula.questions import GeneratedTask, is_correct, parse_challenger, reasoner_answer
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops import make_loop
-from selfplay.loops.spice import (
-    GeneratedTask,
-    is_correct,
-    parse_challenger,
-    reasoner_answer,
-)
+from selfplay.loops import make_loop, validate
 from selfplay.types import Completion
 from tests.conftest import tiny_config
 
@@ -66,8 +61,8 @@ class ScriptedEngine:
         for request in requests:
             if request.prompt_ids is not None:
                 prompt = self.tokenizer.decode(request.prompt_ids)
-            else:
-                prompt = request.messages[-1]["content"]
+            else:  # what the role is asked, then the start of its reply
+                prompt = request.messages[-1]["content"] + request.prefill
             self.prompts.append((request.role, prompt))
             self.stops.append((request.role, request.sampling.stop))
             if request.role == "challenger":
@@ -111,9 +106,20 @@ def solved_by_schedule(correct_of: dict[int, int]):
     return reasoner
 
 
+@dataclasses.dataclass
+class Ran:
+    """One ``collect``: its tasks.jsonl rows (as written), its metrics, the policy it used."""
+
+    rows: list[dict]
+    metrics: dict
+    policy: BatchingPolicy
+
+
 def run_collect(loop, engine, step=0):
     policy = BatchingPolicy(engine)
-    return asyncio.run(loop.collect(policy, step)), policy
+    collected = asyncio.run(loop.collect(policy, step))
+    rows = [dataclasses.asdict(row) for row in collected.tasks]
+    return collected.episodes, Ran(rows, collected.metrics, policy)
 
 
 def challenger_rewards(episodes):
@@ -129,10 +135,10 @@ def test_variance_reward_table_through_the_loop(tmp_path, tokenizer):
         lambda prompt, i: free_question(i),
         solved_by_schedule({j: j for j in range(9)}),
     )
-    episodes, _ = run_collect(loop, engine)
+    episodes, ran = run_collect(loop, engine)
     rewards = [round(r, 3) for r in challenger_rewards(episodes)]
     assert rewards == [0.044, 0.372, 0.823, 0.988, 1.0, 0.988, 0.823, 0.372, 0.044]
-    rows = loop.task_rows(0, episodes)
+    rows = ran.rows
     assert [row["p_hat"] for row in rows] == [j / 8 for j in range(9)]
     assert all(row["samples"] == 8 and row["valid"] for row in rows)
 
@@ -150,7 +156,7 @@ def test_ablation_rewards_by_name(tmp_path, tokenizer, name, expected):
     engine = ScriptedEngine(
         tokenizer, lambda prompt, i: free_question(i), solved_by_schedule({j: j for j in range(5)})
     )
-    episodes, _ = run_collect(loop, engine)
+    episodes, ran = run_collect(loop, engine)
     assert [round(r, 4) for r in challenger_rewards(episodes)] == expected
 
 
@@ -158,12 +164,12 @@ def test_invalid_questions_get_rho(tmp_path, tokenizer):
     loop = make_loop(spice_config(tmp_path, documents_per_step=2, invalid_reward=-0.5))
     replies = [free_question(0), 'According to the text, what is three plus four?", "answer": "7"}']
     engine = ScriptedEngine(tokenizer, lambda prompt, i: replies[i], solved_by_schedule({0: 4}))
-    episodes, _ = run_collect(loop, engine)
+    episodes, ran = run_collect(loop, engine)
     assert challenger_rewards(episodes) == [1.0, -0.5]
-    rows = loop.task_rows(0, episodes)
+    rows = ran.rows
     assert [row["valid"] for row in rows] == [True, False]
     assert rows[1]["samples"] == 0 and rows[1]["p_hat"] is None
-    metrics = loop.summarize(episodes)
+    metrics = ran.metrics
     assert metrics["challenger/valid_rate"] == 0.5
     assert metrics["challenger/not_self_contained"] == 1.0
     assert metrics["reasoner/accuracy"] == 0.5
@@ -185,7 +191,7 @@ def test_per_role_groups_and_dr_grpo_advantages(tmp_path, tokenizer):
     engine = ScriptedEngine(
         tokenizer, lambda prompt, i: replies[i], solved_by_schedule({0: 2, 2: 1, 3: 0})
     )
-    episodes, _ = run_collect(loop, engine)
+    episodes, ran = run_collect(loop, engine)
     samples = loop.samples(episodes)
     by_group: dict[str, set] = {}
     for sample in samples:
@@ -225,9 +231,9 @@ def test_attempts_are_batched_in_waves_and_rounds_retry_only_failed_documents(tm
         return free_question(i) if i in (0, 7) else "{not json"
 
     engine = ScriptedEngine(tokenizer, challenger, solved_by_schedule({}))
-    episodes, policy = run_collect(loop, engine)
+    episodes, ran = run_collect(loop, engine)
     assert engine.batches == [6, 4, 2, 8]  # 3 challenger waves, then one reasoner wave
-    assert policy.engine_calls == 4
+    assert ran.policy.engine_calls == 4
     attempts = [e for e in episodes if e.env == "challenger"]
     assert len(attempts) == 12
     slot_of_round = [(e.group_id, e.info["round"]) for e in attempts]
@@ -384,7 +390,7 @@ def two_documents(monkeypatch):
         Chunk("c-half", "HALF: the while statement repeats a block.", "while.txt", 9),
         Chunk("c-zero", "ZERO: the pass statement does nothing.", "pass.txt", 8),
     ]
-    monkeypatch.setattr("selfplay.loops.spice.load_documents", lambda settings: chunks)
+    monkeypatch.setattr("selfplay.loops.spice.loop.load_documents", lambda settings: chunks)
     calls: dict[str, int] = {}
 
     def challenger(prompt: str, index: int) -> str:
@@ -408,10 +414,10 @@ def document_draws(tmp_path, tokenizer, monkeypatch, steps=20, **settings):
     engine = ScriptedEngine(tokenizer, challenger, reasoner)
     counts = [0, 0]
     for step in range(steps):
-        episodes, _ = run_collect(loop, engine, step)
-        document = episodes[0].info["task_row"]["document"]
+        _, ran = run_collect(loop, engine, step)
+        document = ran.rows[0]["document"]
         counts[["c-half", "c-zero"].index(document)] += 1
-    return loop, counts, episodes
+    return loop, counts, ran
 
 
 def test_documents_are_drawn_by_the_curriculum_sampler(tmp_path, tokenizer, monkeypatch):
@@ -436,10 +442,10 @@ def test_documents_are_drawn_by_the_curriculum_sampler(tmp_path, tokenizer, monk
 def test_document_curriculum_survives_a_checkpoint_and_logs_metrics(
     tmp_path, tokenizer, monkeypatch
 ):
-    loop, _, episodes = document_draws(
+    loop, _, ran = document_draws(
         tmp_path, tokenizer, monkeypatch, steps=3, curriculum={"sampler": "plr"}
     )
-    metrics = loop.summarize(episodes)
+    metrics = ran.metrics
     assert metrics["curriculum/drawn_groups"] == 1.0  # the step's one valid question
     assert metrics["curriculum/effective_ratio"] in (0.0, 1.0)
     assert "c-" in metrics["curriculum/top_tasks"]
@@ -475,11 +481,11 @@ def test_contamination_drops_near_copies_of_eval_items(tmp_path, tokenizer):
         free_question(2),
     ]
     engine = ScriptedEngine(tokenizer, lambda prompt, i: replies[i], solved_by_schedule({2: 4}))
-    episodes, _ = run_collect(loop, engine)
-    rows = loop.task_rows(0, episodes)
+    episodes, ran = run_collect(loop, engine)
+    rows = ran.rows
     assert [row["valid"] for row in rows] == [False, False, True]
     assert challenger_rewards(episodes) == [-0.1, -0.1, 1.0]
-    metrics = loop.summarize(episodes)
+    metrics = ran.metrics
     assert metrics["challenger/contamination_drops"] == 2.0
     assert engine.batches == [3, 8]  # dropped questions never reach the reasoner
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from selfplay.config import validate
+from selfplay.loops import validate
 from selfplay.running.runner import build, resume, run
 from tests.conftest import tiny_config
 
@@ -25,6 +25,7 @@ def corpus_cache(tmp_path_factory):
     from pydoc_data.topics import topics
 
     from corpora import CorpusSettings, build_corpus
+    from selfplay.engines.models import tokenizer_for
 
     root = tmp_path_factory.mktemp("corpus")
     sources = root / "docs"
@@ -32,7 +33,8 @@ def corpus_cache(tmp_path_factory):
     for name in TOPICS:
         (sources / f"{name}.txt").write_text(topics[name])
     settings = CorpusSettings(chunk_tokens=64, overlap_tokens=8, batch_size=4, tokenizer="embedded")
-    build_corpus("pydoc-few", [str(sources)], settings, cache_dir=root / "cache", progress=False)
+    build_corpus("pydoc-few", [str(sources)], settings, cache_dir=root / "cache", progress=False,
+                 tokenizer_loader=tokenizer_for)
     return root / "cache"
 
 
@@ -79,7 +81,7 @@ def test_tiny_model_run_writes_tasks_and_resumes(tmp_path, tiny_model_path, corp
     assert all(t["document"] in chunk_texts for t in tasks)
     episode = json.loads((run_dir / "episodes" / "step-000000.jsonl").read_text().splitlines()[0])
     chunk_prompt = episode["turns"][0]["prompt_text"]
-    document_id = episode["info"]["task_row"]["document"]
+    document_id = tasks[0]["document"]  # the first attempt's row: the first challenger episode
     assert chunk_texts[document_id].split()[0] in chunk_prompt  # the real chunk is in the prompt
 
     # interrupt after step 0: drop the last checkpoint and resume from step 1

@@ -5,9 +5,10 @@ import asyncio
 import pytest
 
 from games import legal_actions_from_text
-from selfplay.config import validate
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops.spiral import SpiralLoop, game_rates
+from selfplay.loops import validate
+from selfplay.loops.spiral import GameSpec, SpiralLoop
+from selfplay.stats.games import eval_metrics
 from selfplay.types import Completion
 from tests.conftest import tiny_config
 
@@ -64,8 +65,9 @@ def spiral_config(tmp_path, **spiral):
 
 
 def collect(loop, engine, step=0):
-    policy = BatchingPolicy(engine)
-    return asyncio.run(loop.collect(policy, step)), policy
+    """(the step's episodes, the step's metrics) of ``loop.collect`` on ``engine``."""
+    collected = asyncio.run(loop.collect(BatchingPolicy(engine), step))
+    return collected.episodes, collected.metrics
 
 
 def test_invalid_action_ends_game_with_training_penalties(tmp_path):
@@ -182,7 +184,7 @@ def test_evaluation_rates_per_seat(tmp_path):
     assert metrics["eval/tictactoe/random/invalid"] == 1.0
     assert metrics["eval/tictactoe/random/loss"] == 1.0
     assert metrics["eval/tictactoe/random/seat0/loss"] == 1.0
-    rates = game_rates(
+    rates = eval_metrics(
         [
             {"game": "g", "opponent": "random", "seat": 0, "reward": 1.0, "invalid": False},
             {"game": "g", "opponent": "random", "seat": 1, "reward": 0.0, "invalid": False},
@@ -201,7 +203,12 @@ def test_textarena_game_through_the_loop(tmp_path):
 
 
 def test_pool_opponent_snapshots_into_the_engine(tmp_path, tiny_model_path):
+    """The loop asks the runner's snapshot service for pool members; the service serves them
+    in the engine, evicts them, and serves them again in a fresh engine after a resume."""
+    import torch
+
     from selfplay.engines.hf import HFEngine, LoraSpec
+    from selfplay.running.weights import PolicySnapshots
     from selfplay.training.learner import Learner, LearnerSettings
 
     config = spiral_config(tmp_path, opponent={"kind": "pool", "pool_size": 2, "refresh_every": 1})
@@ -209,15 +216,22 @@ def test_pool_opponent_snapshots_into_the_engine(tmp_path, tiny_model_path):
     lora = LoraSpec(r=4, alpha=8)
     engine = HFEngine(tiny_model_path, lora=lora, adapters=["shared"])
     learner = Learner(tiny_model_path, LearnerSettings(lora=lora), adapters=["shared"])
+    snapshots = PolicySnapshots(learner, engine, BatchingPolicy(engine))
     for step in range(3):
-        loop.after_update(step, learner, engine)
+        with torch.no_grad():  # a different policy at every step
+            next(p for n, p in learner.model.named_parameters() if "lora_B" in n).add_(1.0)
+        loop.after_update(step, snapshots)
     assert loop.pool.ids == ["pool-2", "pool-3"]  # FIFO: pool-1 evicted
     assert set(engine.adapters) == {"shared", "pool-2", "pool-3"}
-    state = loop.state_dict()
+    assert snapshots.names == ["pool-2", "pool-3"]
+    first, second = (snapshots.state_dict()["weights"][n] for n in ("pool-2", "pool-3"))
+    assert any(not torch.equal(first[k], second[k]) for k in first)  # frozen when taken
+    state, saved = loop.state_dict(), snapshots.state_dict()
     fresh = SpiralLoop(config)
     fresh.load_state_dict(state)
     engine2 = HFEngine(tiny_model_path, lora=lora, adapters=["shared"])
-    fresh.restore_engine(engine2)
+    PolicySnapshots(learner, engine2, BatchingPolicy(engine2)).load_state_dict(saved)
+    assert fresh.pool.ids == ["pool-2", "pool-3"]
     assert set(engine2.adapters) == {"shared", "pool-2", "pool-3"}
 
 
@@ -235,11 +249,11 @@ class InvalidRandomOpponent:
 
 
 def test_random_opponents_invalid_move_gets_the_same_shaping_and_metrics(tmp_path, monkeypatch):
-    import selfplay.loops.spiral as spiral
+    import selfplay.loops.spiral.loop as spiral
 
     monkeypatch.setattr(spiral, "RandomOpponent", InvalidRandomOpponent)
     loop = SpiralLoop(spiral_config(tmp_path, opponent={"kind": "random"}, games_per_step=8))
-    episodes, _ = collect(loop, ScriptedEngine(first_legal))
+    episodes, metrics = collect(loop, ScriptedEngine(first_legal))
     seats_seen = set()
     for episode in episodes:
         model_seat = next(s for s, who in episode.info["seats"].items() if who == "model")
@@ -252,7 +266,6 @@ def test_random_opponents_invalid_move_gets_the_same_shaping_and_metrics(tmp_pat
         assert episode.rewards == {f"player_{model_seat}": 0.5}  # not the +1.0 of a win
         assert episode.info["moves"] == (1 if opponent_seat == 0 else 2)
     assert seats_seen == {0, 1}
-    metrics = loop.summarize(episodes)
     assert metrics["game/invalid_rate"] == 1.0
     assert metrics["game/opponent_invalid_rate"] == 1.0
     assert metrics["game/policy_invalid_rate"] == 0.0
@@ -260,7 +273,7 @@ def test_random_opponents_invalid_move_gets_the_same_shaping_and_metrics(tmp_pat
 
 def eval_one(loop, policy, model_seat=1) -> dict:
     """One evaluation game against the random opponent, the model in ``model_seat``."""
-    job = loop._eval_game(policy, "tictactoe", {}, 50, 1, model_seat, "random")
+    job = loop.eval_game(policy, GameSpec(id="tictactoe"), 1, model_seat, "random")
     return asyncio.run(policy.gather([job]))[0]
 
 
@@ -268,7 +281,7 @@ def test_evaluation_scores_invalid_moves_minus_one_plus_one_and_names_the_seat(
     tmp_path, monkeypatch
 ):
     """Evaluation is zero-sum: −1/+1 exactly, never the training shaping (−1.5/+0.5)."""
-    import selfplay.loops.spiral as spiral
+    import selfplay.loops.spiral.loop as spiral
 
     loop = SpiralLoop(spiral_config(tmp_path, eval_games=4))
     policy = BatchingPolicy(ScriptedEngine(lambda p: "\\boxed{[77]}"))

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from sandbox import SandboxLimits, SandboxPool
-from selfplay.config import ToolConfig, validate
 from selfplay.engines.hf import HFEngine, LoraSpec
 from selfplay.engines.models import load_tokenizer
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.engines.tools import CLOSE_FENCE, STOP, extract_code, tool_rollout
+from selfplay.engines.tools import CLOSE_FENCE, STOP, ToolSettings, extract_code, tool_rollout
+from selfplay.loops import validate
 from selfplay.loops.rlvr import RlvrLoop
 from selfplay.training.learner import Learner, LearnerSettings
 from selfplay.types import Completion, Request, Sample, SamplingParams
@@ -113,7 +113,7 @@ def _roll(tokenizer, pool, scripts, settings=None, **request_kw):
     """One scripted rollout of episode "A" through a real BatchingPolicy."""
     engine = ScriptedEngine(tokenizer, scripts)
     policy = BatchingPolicy(engine)
-    settings = settings or ToolConfig()
+    settings = settings or ToolSettings()
     return _gather_one(
         policy, tool_rollout(policy, _request("A", **request_kw), pool, tokenizer, settings)
     )
@@ -196,7 +196,7 @@ def test_tool_tokens_are_masked_and_model_tokens_are_not(tokenizer, pool, learne
 # ---------------------------------------------------------------------- (b) budgets
 def test_at_most_max_tool_turns(tokenizer, pool):
     always_code = f"```python\nprint(1)\n{STOP}"
-    rollout = _roll(tokenizer, pool, {"A": [always_code]}, ToolConfig(max_tool_turns=2))
+    rollout = _roll(tokenizer, pool, {"A": [always_code]}, ToolSettings(max_tool_turns=2))
     assert rollout.tool_calls == 2 and rollout.model_calls == 3
     assert rollout.finish_reason == "tool_budget"
     assert len(_tool_spans(rollout.turn.loss_mask)) == 2
@@ -214,7 +214,7 @@ def test_model_tokens_bounded_by_max_new_tokens(tokenizer, pool):
 # ---------------------------------------------------------------------- (c) truncation
 def test_long_observation_is_truncated_and_flagged(tokenizer, pool):
     spam = f"```python\nprint('spam ' * 500)\n{STOP}"
-    settings = ToolConfig(max_observation_tokens=16)
+    settings = ToolSettings(max_observation_tokens=16)
     rollout = _roll(tokenizer, pool, {"A": [spam, "\\boxed{1}"]}, settings)
     assert rollout.truncated_observations == 1 and rollout.calls[0].truncated
     assert rollout.tool_errors == 0
@@ -229,7 +229,7 @@ def test_long_observation_is_truncated_and_flagged(tokenizer, pool):
 def test_errors_and_timeouts_are_counted(tokenizer, pool):
     crash = f"```python\n1/0\n{STOP}"
     spin = f"```python\nwhile True:\n    pass\n{STOP}"
-    settings = ToolConfig(wall_s=1.0)
+    settings = ToolSettings(wall_s=1.0)
     rollout = _roll(
         tokenizer, pool, {"A": [crash, spin, f"No code this time.{STOP}", "ok"]}, settings
     )
@@ -249,7 +249,7 @@ def test_engine_serves_other_episodes_while_one_waits_on_the_sandbox(tokenizer, 
     policy = BatchingPolicy(engine)
 
     async def both():
-        settings = ToolConfig(wall_s=3.0)
+        settings = ToolSettings(wall_s=3.0)
         return await policy.gather(
             tool_rollout(policy, _request(tag), pool, tokenizer, settings) for tag in "AB"
         )
@@ -299,7 +299,7 @@ def test_real_engine_and_sandbox_end_to_end(tiny_model_path, tokenizer, pool, le
         messages=[{"role": "user", "content": "What is 6 * 7?"}],
         sampling=SamplingParams(temperature=1.0, max_new_tokens=64),
     )
-    rollout = _gather_one(policy, tool_rollout(policy, request, pool, tokenizer, ToolConfig()))
+    rollout = _gather_one(policy, tool_rollout(policy, request, pool, tokenizer, ToolSettings()))
     turn = rollout.turn
     assert rollout.tool_calls == 1 and rollout.tool_errors == 0 and policy.engine_calls == 2
     assert turn.text == f"{CODE_42}\n42\n{CLOSE_FENCE}\\boxed{{42}}"
@@ -324,18 +324,19 @@ def test_rlvr_loop_uses_the_tool_and_reports_it(tmp_path, tokenizer):
     crash = f"```python\n1/0\n{STOP}"
     engine = ScriptedEngine(tokenizer, {"*": [crash, f"```py\nprint(1)\n{STOP}", "\\boxed{1}"]})
     policy = BatchingPolicy(engine)
-    assert loop._pool is None  # no sandbox until an episode needs one
-    episodes = asyncio.run(loop.collect(policy, 0))
+    assert loop.tool._pool is None  # no sandbox until an episode needs one
+    collected = asyncio.run(loop.collect(policy, 0))
+    episodes = collected.episodes
     assert len(episodes) == 2 * 3
     for episode in episodes:
         (turn,) = episode.turns
         assert episode.info["tool_calls"] == 2 and episode.info["tool_errors"] == 1
         assert 0 in turn.loss_mask and episode.info["answer"] == "1"
-    metrics = loop.summarize(episodes)
+    metrics = collected.metrics
     assert metrics["rollout/tool_calls"] == 2.0
     assert metrics["rollout/tool_error_rate"] == 0.5
-    pool = loop._pool
+    pool = loop.tool._pool
     loop.close()
-    assert loop._pool is None
+    assert loop.tool._pool is None
     with pytest.raises(RuntimeError):
         pool.run("print(1)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selfplay.config import validate
+from selfplay.loops import validate
 from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 

@@ -27,9 +27,9 @@ def write_report(
             return None
         return write_run_page(run, options=Options(embeddings=embeddings)).parent
     except Exception as exc:  # the run's results are safe on disk: say so and go on
-        from selfplay.running.tracking import console
+        from rich.console import Console
 
-        console.print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
+        Console(stderr=True).print(f"[yellow]report not written ({type(exc).__name__}: {exc}); "
                       f"`selfplay analyze {run_dir}` retries[/]")
         return None
 

@@ -19,8 +19,9 @@ import tempfile
 from rich.console import Console
 from rich.table import Table
 
-from selfplay.config import find_experiment, load_experiment, read_yaml
+from selfplay.config import find_experiment, read_yaml
 from selfplay.core.errors import UserError
+from selfplay.loops import load_experiment
 
 QUIET = ["logging.wandb=disabled", "logging.progress=false"]
 

@@ -28,7 +28,7 @@ def _quiet_libraries() -> None:
 
 def cmd_run(args) -> int:
     from selfplay.analysis.summary import print_summary
-    from selfplay.config import load_experiment
+    from selfplay.loops import load_experiment
     from selfplay.running.runner import start
 
     config = load_experiment(args.experiment, args.overrides)

@@ -12,8 +12,9 @@ from rich.panel import Panel
 import games
 from games import extract_action, match_legal
 from roles import load_role
-from selfplay.config import read_yaml, validate
+from selfplay.config import read_yaml
 from selfplay.core.errors import UserError
+from selfplay.loops import validate
 from selfplay.types import Request, SamplingParams
 
 

@@ -8,6 +8,8 @@ import torch
 
 from selfplay.types import Completion, Request
 
+BASE_ADAPTER = "base"  # requests for this adapter run on the bare base model (no LoRA)
+
 
 @runtime_checkable
 class Engine(Protocol):
@@ -29,10 +31,11 @@ class Engine(Protocol):
 
 def encode_request(tokenizer, request: Request) -> list[int]:
     """Prompt token ids of a request: its ids as given, or its messages through the chat
-    template (which already holds the special tokens, so none are added again)."""
+    template (which already holds the special tokens, so none are added again) followed by its
+    prefill, the start of the reply the model continues."""
     if request.prompt_ids is not None:
         return list(request.prompt_ids)
     text = tokenizer.apply_chat_template(
         request.messages, add_generation_prompt=True, tokenize=False
     )
-    return tokenizer(text, add_special_tokens=False).input_ids
+    return tokenizer(text + request.prefill, add_special_tokens=False).input_ids

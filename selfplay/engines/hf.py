@@ -29,11 +29,9 @@ from pathlib import Path
 import torch
 
 from selfplay.config import LORA_TARGETS
-from selfplay.engines.base import encode_request
+from selfplay.engines.base import BASE_ADAPTER, encode_request
 from selfplay.engines.models import load_causal_lm, load_tokenizer
 from selfplay.types import Completion, Request
-
-BASE_ADAPTER = "base"  # requests for this adapter run on the bare base model
 
 
 @dataclass(frozen=True)

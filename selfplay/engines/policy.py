@@ -1,9 +1,13 @@
-"""The batching scheduler: episodes are asyncio coroutines that ``await policy(request)``.
+"""The policy a loop sees: ``await policy(request)``, batched across live episodes.
 
-Game and task code reads sequentially; execution is batched. Pending requests are sent to the
-engine as one batch as soon as every live episode is waiting — on the engine, or on something
-else it announced with ``policy.elsewhere()`` (a sandbox call, say), so a slow tool never keeps
-the engine idle and a fast engine call never waits for a tool.
+Episodes are asyncio coroutines. Game and task code reads sequentially; execution is batched.
+Pending requests are sent to the engine as one batch as soon as every live episode is waiting —
+on the engine, or on something else it announced with ``policy.elsewhere()`` (a sandbox call,
+say), so a slow tool never keeps the engine idle and a fast engine call never waits for a tool.
+
+A loop holds this object and nothing of the machinery behind it: the engine is private to the
+policy, and weights change only through the runner (``updating()``). ``tokenizer`` is the
+policy's vocabulary, for what counts or cuts text in tokens (tool output, long documents).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ class BatchingPolicy:
     """``await policy(request)`` → Completion; all concurrently pending requests share a batch."""
 
     def __init__(self, engine: Engine, version: int = 0) -> None:
-        self.engine = engine
+        self._engine = engine
         self.version = version  # learner step of the weights the engine serves
         # Held while the engine generates and while its weights change (async rollouts run the
         # two on different threads), so every completion is stamped with the version it used.
@@ -35,6 +39,11 @@ class BatchingPolicy:
         self._pending: list[tuple[Request, asyncio.Future]] = []
         self._elsewhere = 0
         self._wake: asyncio.Event | None = None
+
+    @property
+    def tokenizer(self):
+        """The tokenizer of the policy's model."""
+        return self._engine.tokenizer
 
     async def __call__(self, request: Request) -> Completion:
         future = asyncio.get_running_loop().create_future()
@@ -99,7 +108,7 @@ class BatchingPolicy:
 
     def _generate(self, requests: list[Request]) -> list[Completion]:
         with self.lock:
-            completions = self.engine.generate(requests)
+            completions = self._engine.generate(requests)
             for completion in completions:
                 completion.policy_version = self.version
             return completions

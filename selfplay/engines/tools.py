@@ -1,4 +1,4 @@
-"""Tool-integrated rollouts (REFERENCE §3, Agent0): the model may run Python while it answers.
+"""Tool-integrated rollouts (docs/algorithms.md#agent0): the model may run Python while it answers.
 
 The model writes reasoning and a ```` ```python ```` block, then opens an ```` ```output ````
 block; generation stops on that stop string, the sandbox runs the code, its stdout/stderr and a
@@ -22,8 +22,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sandbox import ExecResult, SandboxLimits
-from selfplay.config import ToolConfig
+from pydantic import Field
+
+from sandbox import ExecResult, SandboxLimits, SandboxPool
+from selfplay.config import Strict
 from selfplay.types import Completion, Request, Turn
 
 STOP = "```output"  # the model opens an output block: time to run its code
@@ -34,6 +36,17 @@ NO_CODE = "(no ```python code block to run)\n"
 # An opening fence for Python: ```python, ```python3 or ```py (any case), code may follow on
 # the same line. \b keeps ```pyth... or ```pytorch from matching.
 _OPEN_FENCE = re.compile(r"```[ \t]*(?:python3?|py)\b[ \t]*\n?", re.IGNORECASE)
+
+
+class ToolSettings(Strict):
+    """The Python tool of a loop's settings (``rlvr.tool``, ``agent0.tool``): fenced code runs in
+    the sandbox."""
+
+    max_tool_turns: int = Field(4, ge=1)
+    max_observation_tokens: int = Field(512, ge=16)
+    wall_s: float = Field(10.0, gt=0)
+    pool_size: int = Field(2, ge=1)
+    sessions: bool = False  # variables persist between the tool calls of one episode
 
 
 class SandboxRunner(Protocol):
@@ -181,7 +194,7 @@ async def _run_tool(
     code: str | None,
     pool: SandboxRunner,
     policy,
-    settings: ToolConfig,
+    settings: ToolSettings,
     session_id: str | None,
 ) -> ExecResult:
     if code is None:  # the model opened an output block without code: tell it so, as an error
@@ -198,7 +211,7 @@ async def tool_rollout(
     request: Request,
     sandbox_pool: SandboxRunner,
     tokenizer,
-    settings: ToolConfig,
+    settings: ToolSettings,
     session_id: str | None = None,
 ) -> ToolRollout:
     """Sample ``request`` with the Python tool; returns one Turn covering every segment.
@@ -278,7 +291,7 @@ async def _tool_turn(
     pool: SandboxRunner,
     policy,
     tokenizer,
-    settings: ToolConfig,
+    settings: ToolSettings,
     session_id: str | None,
 ) -> tuple[ToolCall, list[int]]:
     """Run the segment's last code block; returns the call record and the tokens to append."""
@@ -296,3 +309,36 @@ async def _tool_turn(
         truncated=truncated,
     )
     return call, ids
+
+
+class ToolSandbox:
+    """A loop's Python tool: the sandbox pool, started on the first call (not when the loop is
+    built, so a run that never calls the tool never starts workers) and closed with the loop."""
+
+    def __init__(self, settings: ToolSettings) -> None:
+        self.settings = settings
+        self._pool: SandboxPool | None = None
+
+    @property
+    def pool(self) -> SandboxPool:
+        if self._pool is None:
+            limits = SandboxLimits(wall_s=self.settings.wall_s, cpu_s=self.settings.wall_s)
+            self._pool = SandboxPool(size=self.settings.pool_size, limits=limits)
+        return self._pool
+
+    async def rollout(self, policy, request: Request) -> ToolRollout:
+        """``request`` answered with the tool (see ``tool_rollout``)."""
+        return await tool_rollout(policy, request, self.pool, policy.tokenizer, self.settings)
+
+    async def run(self, policy, code: str) -> ExecResult:
+        """Run model-written ``code`` once (the policy serves other episodes meanwhile)."""
+        return await _run_tool(code, self.pool, policy, self.settings, None)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit anything may be gone
+            self.close()

@@ -29,10 +29,10 @@ from typing import Any
 
 import torch
 
-from selfplay.engines.base import encode_request
+from selfplay.engines.base import BASE_ADAPTER, encode_request
 from selfplay.types import Completion, Request
 
-BASE_ADAPTERS = ("base",)  # these names always run on the bare base model
+BASE_ADAPTERS = (BASE_ADAPTER,)  # these names always run on the bare base model
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
 
 

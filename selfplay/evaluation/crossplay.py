@@ -109,7 +109,7 @@ def game_crossplay(model: RunModel, snapshots: list[Snapshot], games: int) -> di
     adapter = model.config.roles[ROLE].adapter_name(ROLE)
     for snap in snapshots:
         model.install(snap, {adapter: _adapter(snap.step)})
-    specs = model.config.spiral.games
+    specs = loop.settings.games
     jobs, meta = [], []
     for i in range(len(snapshots)):
         for j in range(i + 1, len(snapshots)):
@@ -119,8 +119,7 @@ def game_crossplay(model: RunModel, snapshots: list[Snapshot], games: int) -> di
                 seats = {0: Seat("adapter", _adapter(snapshots[first].step)),
                          1: Seat("adapter", _adapter(snapshots[second].step))}
                 seed = SEED + 1000 * (i * len(snapshots) + j) + g
-                jobs.append(loop.play(model.policy, spec.id, spec.kwargs, spec.max_turns, seed,
-                                      seats))
+                jobs.append(loop.play(model.policy, spec, seed, seats))
                 meta.append((first, second, spec.id))
     outcomes = asyncio.run(model.policy.gather(jobs)) if jobs else []
     results = []

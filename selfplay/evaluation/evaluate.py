@@ -26,8 +26,9 @@ from pathlib import Path
 
 from curricula.answers import answers_equal, extract_answer, grade_answer, last_boxed
 from roles import load_role
-from selfplay.config import ToolConfig
 from selfplay.core.errors import UserError
+from selfplay.core.jsonl import read_rows
+from selfplay.engines.tools import ToolSandbox, ToolSettings
 from selfplay.stats.passk import mean_pass_at_k
 from selfplay.types import Request, SamplingParams
 
@@ -58,12 +59,8 @@ class Result:
 
 # ------------------------------------------------------------------ suites
 def training_families(config) -> set[str]:
-    families = set()
-    for section in ("rlvr",):
-        part = getattr(config, section, None)
-        if part is not None:
-            families |= {t.name for t in part.tasks}
-    return families
+    """The reasoning-gym families the run trained on (a loop's ``tasks`` setting, as rlvr's)."""
+    return {t.name for t in getattr(config.settings, "tasks", None) or []}
 
 
 def load_suite(name: str, config, size: int) -> list[Problem]:
@@ -115,16 +112,8 @@ def gold_answer(row: dict) -> str | None:
 
 
 def _jsonl_suite(path: Path, size: int) -> list[Problem]:
-    if not path.exists():
-        raise UserError(f"suite file {path} does not exist")
     problems = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    for number, row in read_rows(path, what="suite file"):
         question = row.get("question") or row.get("problem") or row.get("prompt")
         answer = gold_answer(row)
         if not question or answer is None:
@@ -178,8 +167,8 @@ def solver_role(config) -> str:
     return next(iter(config.roles))
 
 
-async def _answer(model, problem: Problem, sampling: SamplingParams, tool: ToolConfig | None,
-                  sandbox, adapter: str) -> dict:
+async def _answer(model, problem: Problem, sampling: SamplingParams, tool: ToolSandbox | None,
+                  adapter: str) -> dict:
     prompt = load_role("tool_solver" if tool else "solver_terse")
     request = Request(role="eval", messages=prompt.render(question=problem.question),
                       adapter=adapter, sampling=sampling)
@@ -187,22 +176,20 @@ async def _answer(model, problem: Problem, sampling: SamplingParams, tool: ToolC
     if tool is None:
         text = (await model.policy(request)).text
     else:
-        from selfplay.engines.tools import tool_rollout
-
-        rollout = await tool_rollout(model.policy, request, sandbox, model.engine.tokenizer, tool)
+        rollout = await tool.rollout(model.policy, request)
         text, calls = rollout.turn.text, rollout.tool_calls
     answer, correct = grade(text, problem)
     return {"answer": answer, "correct": correct, "tool_calls": calls, "text": text[-400:]}
 
 
 async def _run_setting(model, problems, samples: int, temperature: float, max_new_tokens: int,
-                       tool, sandbox, adapter: str, seed: int) -> list[list[dict]]:
+                       tool: ToolSandbox | None, adapter: str, seed: int) -> list[list[dict]]:
     jobs = []
     for p_index, problem in enumerate(problems):
         for s in range(samples):
             sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens,
                                       seed=seed + 1000 * p_index + s)
-            jobs.append(_answer(model, problem, sampling, tool, sandbox, adapter))
+            jobs.append(_answer(model, problem, sampling, tool, adapter))
     flat = await model.policy.gather(jobs)
     return [flat[i * samples:(i + 1) * samples] for i in range(len(problems))]
 
@@ -236,23 +223,16 @@ def evaluate(
     adapter = model.config.roles[role].adapter_name(role) if model.lora else "shared"
     max_new = model.config.sampling.max_new_tokens
     settings = [("greedy", 1, 0.0), ("sampled", samples, temperature)]
-    sandbox = None
-    tool_modes = [None]
-    if tool:
-        from sandbox import SandboxLimits, SandboxPool
-
-        tool_config = model.config.rlvr.tool if model.config.rlvr and model.config.rlvr.tool \
-            else ToolConfig()
-        sandbox = SandboxPool(size=tool_config.pool_size,
-                              limits=SandboxLimits(wall_s=tool_config.wall_s,
-                                                   cpu_s=tool_config.wall_s))
-        tool_modes.append(tool_config)
+    tool_modes: list[ToolSandbox | None] = [None]
+    if tool:  # the run's own tool settings (a loop's ``tool``, as rlvr's), else the defaults
+        tool_modes.append(ToolSandbox(getattr(model.config.settings, "tool", None)
+                                      or ToolSettings()))
     rows, records = [], []
     try:
         for tool_mode in tool_modes:
             for name, n, temp in settings:
                 outputs = asyncio.run(_run_setting(model, problems, n, temp, max_new, tool_mode,
-                                                   sandbox, adapter, model.config.seed))
+                                                   adapter, model.config.seed))
                 row = summarize(suite, snapshot.step, name, tool_mode is not None, problems,
                                 outputs, ks if name == "sampled" else (1,))
                 rows.append(row)
@@ -263,8 +243,9 @@ def evaluate(
                 if calibration is not None and name == "greedy" and tool_mode is None:
                     rows.append(judged_row(model, adapter, calibration, problems, outputs, row))
     finally:
-        if sandbox is not None:
-            sandbox.close()
+        for tool_mode in tool_modes:
+            if tool_mode is not None:
+                tool_mode.close()
         model.close()
     _write(run_dir, suite, snapshot.step, rows, records)
     return rows

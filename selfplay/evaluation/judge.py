@@ -10,12 +10,12 @@ interval. A judge no better than chance (q₀ + q₁ ≤ 1) is refused in one li
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 from curricula.answers import last_boxed
 from roles import load_role
 from selfplay.core.errors import UserError
+from selfplay.core.jsonl import read_rows
 from selfplay.stats.judge import (
     JudgeCalibrationError,
     JudgeEstimate,
@@ -33,16 +33,8 @@ def parse_verdict(text: str) -> bool:
 
 
 def load_calibration(path: Path) -> list[dict]:
-    if not path.exists():
-        raise UserError(f"judge calibration file {path} does not exist")
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    for number, row in read_rows(path, what="judge calibration file"):
         missing = [k for k in ("question", "reference", "response", "label") if k not in row]
         if missing:
             raise UserError(f"{path}:{number}: missing key {missing[0]!r}")

@@ -10,9 +10,10 @@ from pathlib import Path
 import torch
 
 from selfplay.analysis.rundata import RunData
-from selfplay.config import ExperimentConfig, apply_override, read_yaml, validate
+from selfplay.config import ExperimentConfig
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
+from selfplay.running import runner
 
 STEP_ZERO = 0  # the initial policy: the base model (LoRA adapters start at zero)
 
@@ -39,16 +40,8 @@ class Snapshot:
 
 
 def load_run_config(run_dir: Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    path = run_dir / "config.yaml"
-    if not path.exists():
-        raise UserError(f"{run_dir} is not a run folder (no config.yaml)")
-    data = read_yaml(path)
-    for override in overrides or []:
-        apply_override(data, override)
-    config = validate(data, str(path))
-    config.logging.wandb = "disabled"
-    config.logging.progress = False
-    return config
+    """The run's config for an evaluation: no wandb, no progress bar."""
+    return runner.load_run_config(run_dir, overrides, logging=False)
 
 
 class RunModel:
@@ -56,12 +49,11 @@ class RunModel:
 
     def __init__(self, run_dir: Path, overrides: list[str] | None = None) -> None:
         from selfplay.engines.models import resolve_model_path
-        from selfplay.running.runner import build_engine
 
         self.run = RunData.open(run_dir)
         self.config = load_run_config(run_dir, overrides)
         self.lora = self.config.train.finetune == "lora"
-        self.engine = build_engine(self.config, resolve_model_path(self.config.model.path))
+        self.engine = runner.build_engine(self.config, resolve_model_path(self.config.model.path))
         self.policy = BatchingPolicy(self.engine)
 
     def snapshots(self) -> list[Snapshot]:

@@ -1,28 +1,24 @@
-"""The loops: one file each (rlvr, spiral, agent0, spice), looked up by the name configs use.
+"""The loops, looked up by the name configs use, and the experiment config they complete.
 
-``LOOPS`` maps a loop name to ``"module:Class"``; classes are imported only when a run uses them.
-A config may also name a loop the package does not ship (see docs/extending.md):
-
-- by import path, ``loop: my_pkg.loop:MyLoop``;
-- by the name an installed package registers in the ``selfplay.loops`` entry-point group.
-
-A plug-in loop reads its settings from the config's free ``settings:`` section; ``loop_settings``
-validates them against the loop's own pydantic model, with the same one-line errors as the rest
-of the config.
+``LOOPS`` maps a built-in name to ``"module:Class"``; classes are imported only when a run uses
+them. A config may also name a loop the package does not ship (docs/extending.md): by import
+path, ``loop: my_pkg.loop:MyLoop``, or by the name an installed package registers in the
+``selfplay.loops`` entry-point group. Built-in and plug-in loops are then treated alike: the
+class's ``name`` is the key of its own config section and its ``Settings`` model checks that
+section (``validate``), with the same one-line errors as the rest of the config.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ValidationError
-
+from selfplay import config as experiment
+from selfplay.config import ExperimentConfig, LoopSection
 from selfplay.core import plugins
 from selfplay.core.errors import UserError
 
 if TYPE_CHECKING:
-    from selfplay.config import ExperimentConfig
     from selfplay.loops.base import Loop
 
 LOOPS: dict[str, str] = {
@@ -31,8 +27,6 @@ LOOPS: dict[str, str] = {
     "agent0": "selfplay.loops.agent0:Agent0Loop",
     "spice": "selfplay.loops.spice:SpiceLoop",
 }
-
-Settings = TypeVar("Settings", bound=BaseModel)
 
 
 def register_loop(name: str, target: str | type) -> None:
@@ -46,35 +40,42 @@ def known_loops() -> list[str]:
 
 
 def loop_class(name: str) -> type[Loop]:
-    """The class ``loop: name`` means: a built-in name, an import path, or an entry point."""
+    """The class ``loop: name`` means: a registered name, an import path, or an entry point."""
     target = LOOPS.get(name)
     if target is not None:
         module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)
-    if not plugins.resolvable(name, plugins.LOOPS):
+        cls = getattr(importlib.import_module(module), attr)
+    elif plugins.resolvable(name, plugins.LOOPS):
+        cls = plugins.load_object(name, plugins.LOOPS, what="loop")
+    else:
         raise UserError(
             f"unknown loop {name!r} (known: {', '.join(known_loops())}; or name a class as "
             "'module:Class')"
         )
-    cls = plugins.load_object(name, plugins.LOOPS, what="loop")
-    from selfplay.loops.base import Loop  # the base pulls in torch-free but heavier modules
+    from selfplay.loops.base import Loop  # torch-free, but heavier than this registry
 
     if not (isinstance(cls, type) and issubclass(cls, Loop)):
         raise UserError(f"loop {name!r} is not a subclass of selfplay.loops.base.Loop")
     return cls
 
 
-def loop_settings(model: type[Settings], config: ExperimentConfig) -> Settings:
-    """The config's ``settings:`` section validated by a plug-in loop's own pydantic model.
+def loop_section(name: str) -> LoopSection:
+    """The config key and settings model of the loop ``name`` (its class's ``name`` and
+    ``Settings``)."""
+    cls = loop_class(name)
+    if cls.Settings is None:
+        return LoopSection(None, None)
+    return LoopSection(cls.name, cls.Settings)
 
-    Call it in the loop's ``__init__``; a bad key fails in one line before a run folder exists.
-    """
-    try:
-        return model.model_validate(config.settings)
-    except ValidationError as exc:
-        from selfplay.config import _one_line
 
-        raise UserError(_one_line(exc, f"{config.name}: settings")) from exc
+def validate(data: dict, source: str) -> ExperimentConfig:
+    """An experiment config from a mapping: the shared sections and the loop's own section."""
+    return experiment.parse(data, source, loop_section)
+
+
+def load_experiment(name_or_path: str, overrides: list[str] | None = None) -> ExperimentConfig:
+    """``experiments/NAME.yaml`` or a YAML path, with dotted ``key=value`` overrides."""
+    return experiment.load(name_or_path, overrides, loop_section)
 
 
 def make_loop(config: ExperimentConfig) -> Loop:

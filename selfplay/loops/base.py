@@ -1,14 +1,26 @@
-"""What every loop shares: role prompts → requests, advantages per role, state for checkpoints.
+"""The loop interface: what the runner calls, and the helpers every loop shares.
 
-A loop is one file that plays episodes (``collect``), scores them, and says how to evaluate the
-policy. It never calls a model directly: it awaits ``policy(request)``.
+A loop is one algorithm. Each step the runner calls ``collect(policy, step)``; the loop plays
+its episodes (asyncio coroutines that ``await policy(request)``) and returns them as one
+``Collected`` with the step's metrics and generated-task rows. The runner writes them, computes
+advantages with ``samples`` (group-relative per role, or RAE), trains, syncs weights, and calls
+``after_update(step, snapshots)``. A loop never holds the learner or an engine: what it needs
+of them (a frozen copy of the policy for an opponent pool, say) it asks of ``Snapshots``, a
+service the runner owns. ``evaluate`` gives held-out metrics; ``state_dict`` /
+``load_state_dict`` carry whatever the loop must keep across a resume.
+
+A loop declares its settings model as ``Settings`` (a pydantic model); the config's section
+named after the loop (``name``) is validated by it and reaches the loop as ``config.settings``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel
 
 from roles import RolePrompt, load_role
 from selfplay.config import ExperimentConfig
@@ -16,11 +28,23 @@ from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.rl.advantages import RAEBaseline, apply_adpo, group_relative_samples, rae_samples
 from selfplay.rl.losses import LOSS_PRESETS
-from selfplay.types import Completion, Episode, Request, Sample, SamplingParams, Turn
+from selfplay.types import Collected, Completion, Episode, Request, Sample, SamplingParams, Turn
+
+
+class Snapshots(Protocol):
+    """Frozen copies of the policy, served by the engine beside it under their own names (the
+    runner's ``selfplay.running.weights.PolicySnapshots``). Taken snapshots survive a resume."""
+
+    def take(self, name: str, adapter: str) -> None:
+        """Copy the current weights of ``adapter`` and serve them as adapter ``name``."""
+
+    def drop(self, name: str) -> None:
+        """Stop serving snapshot ``name`` and forget its weights."""
 
 
 class Loop:
-    name = "base"
+    name: ClassVar[str] = "base"  # also the key of the loop's own config section
+    Settings: ClassVar[type[BaseModel] | None] = None  # the model of that section
     # the loop's task buffer and sampler (curricula.samplers.Curriculum), if it draws tasks
     # through one; its state goes into checkpoints and its table into the run folder
     curriculum = None
@@ -34,6 +58,7 @@ class Loop:
 
     def __init__(self, config: ExperimentConfig) -> None:
         self.config = config
+        self.settings: Any = config.settings
         if config.advantage.adpo and not self.supplies_pass_rate:
             raise UserError(
                 f"advantage.adpo needs per-task pass rates, which the {self.name} loop does not "
@@ -44,12 +69,6 @@ class Loop:
             role: load_role(spec.prompt) for role, spec in config.roles.items()
         }
         self.baseline = RAEBaseline(config.advantage.rae_alpha, config.advantage.rae_order)
-        self.run_dir: Path | None = None
-
-    def bind_run(self, run_dir: Path) -> None:
-        """The run folder (the runner calls this before the first step): loops that write
-        ``tasks.jsonl`` or task pools write them there."""
-        self.run_dir = run_dir
 
     def require_roles(self, *roles: str) -> None:
         """Fail in one line when the experiment lacks a role this loop plays."""
@@ -57,39 +76,49 @@ class Loop:
             if role not in self.config.roles:
                 raise UserError(f"the {self.name} loop needs a `{role}` role in `roles:`")
 
+    # ---------------------------------------------------------------- the interface
+    async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
+        """Play one step's episodes."""
+        raise NotImplementedError
+
+    async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
+        """Held-out metrics (before training, every ``eval_every`` steps and at the end)."""
+        return {}
+
+    def after_update(self, step: int, snapshots: Snapshots) -> None:
+        """Called after each learner step and weight sync (opponent pools snapshot here)."""
+
+    def close(self) -> None:
+        """Release loop resources (sandbox pools, games)."""
+
     # ---------------------------------------------------------------- requests
     def request(
         self,
         role: str,
         greedy: bool = False,
         stop: tuple[str, ...] = (),
-        tokenizer=None,
+        max_new_tokens: int | None = None,
         **fields: Any,
     ) -> Request:
-        """A request for ``role``'s prompt with ``fields`` filled in.
-
-        A role with a ``prefill`` gets ready prompt ids: the chat template with its generation
-        prompt, then the prefill text, so the model continues the reply (``tokenizer``, e.g.
-        ``policy.engine.tokenizer``, is needed then). Parse its reply with ``reply_text``."""
-        spec, prompt = self.config.roles[role], self.prompts[role]
-        messages = prompt.render(**fields)
+        """A request for ``role``'s prompt with ``fields`` filled in; a role prompt with a
+        ``prefill`` starts the reply (``reply`` gives prefill + completion).
+        ``max_new_tokens`` overrides ``sampling.max_new_tokens`` for this request."""
+        prompt = self.prompts[role]
         sampling = self.sampling(role, greedy, stop)
-        prefill = prompt.render_prefill(**fields)
-        if not prefill:
-            return Request(
-                role=role, messages=messages, adapter=spec.adapter_name(role), sampling=sampling
-            )
-        if tokenizer is None:
-            raise ValueError(f"role {role!r} has a prefill: Loop.request needs the tokenizer")
-        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        prompt_ids = tokenizer(text + prefill, add_special_tokens=False).input_ids
+        if max_new_tokens is not None:
+            sampling = dataclasses.replace(sampling, max_new_tokens=max_new_tokens)
         return Request(
-            role=role, prompt_ids=prompt_ids, adapter=spec.adapter_name(role), sampling=sampling
+            role=role,
+            messages=prompt.render(**fields),
+            adapter=self.config.roles[role].adapter_name(role),
+            sampling=sampling,
+            prefill=prompt.render_prefill(**fields),
         )
 
-    def reply_text(self, role: str, completion_text: str, **fields: Any) -> str:
-        """The whole reply of ``role``: its prefill (if any) followed by the completion."""
-        return self.prompts[role].render_prefill(**fields) + completion_text
+    @staticmethod
+    def reply(request: Request, completion: Completion) -> str:
+        """The whole reply: the request's prefill (if any) followed by the completion."""
+        return request.prefill + completion.text
 
     def sampling(
         self, role: str, greedy: bool = False, stop: tuple[str, ...] = ()
@@ -139,42 +168,8 @@ class Loop:
             apply_adpo(samples, self.config.advantage.adpo_floor)
         return samples
 
-    # ---------------------------------------------------------------- interface
-    async def collect(self, policy: BatchingPolicy, step: int) -> list[Episode]:
-        raise NotImplementedError
-
-    async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
-        return {}
-
-    def summarize(self, episodes: list[Episode]) -> dict[str, float]:
-        """Scalar metrics about one step's episodes (rewards per role, lengths...)."""
-        metrics: dict[str, float] = {}
-        roles = {role for e in episodes for role in e.rewards}
-        for role in sorted(roles):
-            values = [e.rewards[role] for e in episodes if role in e.rewards]
-            metrics[f"reward/{role}"] = sum(values) / len(values)
-        turns = [t for e in episodes for t in e.turns]
-        if turns:
-            metrics["rollout/completion_tokens"] = sum(len(t.completion_ids) for t in turns) / len(
-                turns
-            )
-            metrics["rollout/turns"] = float(len(turns))
-        return metrics
-
-    def task_rows(self, step: int, episodes: list[Episode]) -> list[dict]:
-        """Rows for the run's ``tasks.jsonl`` (docs/run-folder.md); loops that generate tasks."""
-        return []
-
-    def after_update(self, step: int, learner, engine) -> None:
-        """Called after each learner step and weight sync (opponent pools snapshot here)."""
-
-    def restore_engine(self, engine) -> None:
-        """Re-install loop-owned engine state (e.g. pool adapters) after a resume."""
-
-    def close(self) -> None:
-        """Release loop resources (sandbox pools, games)."""
-
-    def save_artifacts(self, run_dir) -> None:
+    # ---------------------------------------------------------------- state
+    def save_artifacts(self, run_dir: Path) -> None:
         """Write human-readable loop state into the run folder (called at each checkpoint):
         the curriculum's per-task table, ``curriculum/tasks.csv``, for loops that have one."""
         if self.curriculum is not None:

@@ -27,36 +27,38 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-from selfplay.types import Episode
-
-if TYPE_CHECKING:
-    from selfplay.running.runner import World  # type only: the runner imports this module
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.loops.base import Loop
+from selfplay.types import Collected
 
 
 @dataclass
 class Rollout:
-    """One step's episodes and what collecting them cost."""
+    """One step's collection and what it cost."""
 
     step: int
-    episodes: list[Episode]
+    collected: Collected
     seconds: float
     tokens: int
     eval_metrics: dict[str, float]
 
 
-def collect(world: World, step: int, evaluate: bool) -> Rollout:
+def collect(loop: Loop, policy: BatchingPolicy, step: int, evaluate: bool) -> Rollout:
     """Evaluate if asked, then collect one step's episodes (sync steps and the async producer)."""
-    eval_metrics = asyncio.run(world.loop.evaluate(world.policy, step)) if evaluate else {}
-    start, tokens_before = time.perf_counter(), world.policy.tokens_generated
-    episodes = asyncio.run(world.loop.collect(world.policy, step))
+    eval_metrics = asyncio.run(loop.evaluate(policy, step)) if evaluate else {}
+    start, tokens_before = time.perf_counter(), policy.tokens_generated
+    collected = asyncio.run(loop.collect(policy, step))
+    if not isinstance(collected, Collected):
+        raise UserError(
+            f"the {loop.name} loop's collect returned {type(collected).__name__}; it must return "
+            "selfplay.types.Collected(episodes, metrics, tasks)"
+        )
     seconds = time.perf_counter() - start
-    return Rollout(
-        step, episodes, seconds, world.policy.tokens_generated - tokens_before, eval_metrics
-    )
+    return Rollout(step, collected, seconds, policy.tokens_generated - tokens_before, eval_metrics)
 
 
 class _Stopped(Exception):
@@ -89,19 +91,23 @@ class AsyncRollouts:
 
     def __init__(
         self,
-        world: World,
+        loop: Loop,
+        policy: BatchingPolicy,
         steps: range,
         max_staleness: int,
         evaluate_at: Callable[[int], bool],
         engine_threads: int | None = None,
         learner_threads: int | None = None,
+        engine=None,
     ) -> None:
-        self.world = world
+        """``engine``: the engine behind ``policy``; an in-process CPU engine shares the cores
+        with the learner, and its decode threads then follow the learner's."""
+        self.loop, self.policy, self.engine = loop, policy, engine
         self.steps = steps
         self.max_staleness = max_staleness
         self.evaluate_at = evaluate_at
         self.engine_threads, self.learner_threads = split_threads(engine_threads, learner_threads)
-        self.split_cores = shares_cpu_with_learner(world.engine) or bool(
+        self.split_cores = shares_cpu_with_learner(engine) or bool(
             engine_threads or learner_threads
         )
         self._ready: queue.Queue = queue.Queue()
@@ -161,8 +167,8 @@ class AsyncRollouts:
         return self.engine_threads + self.learner_threads
 
     def _set_decode_threads(self, threads: Callable[[], int] | None) -> None:
-        if hasattr(self.world.engine, "decode_threads"):
-            self.world.engine.decode_threads = threads
+        if hasattr(self.engine, "decode_threads"):
+            self.engine.decode_threads = threads
 
     def weights_synced(self) -> None:
         with self._new_weights:
@@ -182,14 +188,14 @@ class AsyncRollouts:
                 evaluate = self.evaluate_at(step)
                 # An evaluation "at step s" must see the weights after s updates, as in sync runs.
                 self._wait_for_version(step if evaluate else step - self.max_staleness)
-                self._ready.put(collect(self.world, step, evaluate))
+                self._ready.put(collect(self.loop, self.policy, step, evaluate))
         except _Stopped:
             return
         except BaseException as exc:  # hand it to the learner thread, which re-raises it
             self._ready.put(exc)
 
     def _wait_for_version(self, version: int) -> None:
-        policy = self.world.policy
+        policy = self.policy
         with self._new_weights:
             self._producer_waiting = True
             self._new_weights.wait_for(lambda: self._stop.is_set() or policy.version >= version)

@@ -1,4 +1,5 @@
-"""The runner: builds the pieces an experiment names and runs the outer loop of DESIGN.md."""
+"""The runner: builds the pieces an experiment names and runs the outer loop of
+docs/architecture.md: collect → write → advantages → learn → sync → log → checkpoint."""
 
 from __future__ import annotations
 
@@ -15,18 +16,19 @@ from pathlib import Path
 import torch
 
 from selfplay.analysis.report import write_report
-from selfplay.config import ExperimentConfig, dump, read_yaml, validate
+from selfplay.config import ExperimentConfig, apply_override, dump, read_yaml
 from selfplay.core.errors import UserError
 from selfplay.engines.hf import HFEngine, lora_spec
 from selfplay.engines.models import resolve_model_path
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops import make_loop
+from selfplay.loops import make_loop, validate
 from selfplay.loops.base import Loop
 from selfplay.rl.advantages import drop_zero_advantage
 from selfplay.rl.losses import LOSS_PRESETS
 from selfplay.running.checkpoint import Checkpointer, restore_rng, rng_state
 from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
-from selfplay.running.tracking import RunLogger, console, read_metrics
+from selfplay.running.tracking import RunLogger, console, episode_metrics, read_metrics
+from selfplay.running.weights import PolicySnapshots, sync_weights
 from selfplay.training.learner import Learner, LearnerSettings
 
 
@@ -84,12 +86,16 @@ def build_engine(config: ExperimentConfig, model_path: Path):
 
 @dataclass
 class World:
+    """Everything one run is made of; the runner owns it, a loop sees only ``policy`` and
+    ``snapshots``."""
+
     config: ExperimentConfig
     run_dir: Path
     engine: object
     learner: Learner
     loop: Loop
     policy: BatchingPolicy
+    snapshots: PolicySnapshots
     logger: RunLogger
     checkpointer: Checkpointer
 
@@ -98,44 +104,27 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
     torch.manual_seed(config.seed)
     model_path = resolve_model_path(config.model.path)
     loop = loop or make_loop(config)
-    loop.bind_run(run_dir)
     engine = build_engine(config, model_path)
     learner = Learner(model_path, learner_settings(config), config.adapters(), config.engine.device)
+    policy = BatchingPolicy(engine)
     return World(
         config,
         run_dir,
         engine,
         learner,
         loop,
-        BatchingPolicy(engine),
+        policy,
+        PolicySnapshots(learner, engine, policy),
         RunLogger(run_dir, config, resume),
         Checkpointer(run_dir, config.checkpoint.keep, config.checkpoint.archive_every),
     )
-
-
-def sync_weights(world: World) -> tuple[float, float]:
-    """Push the learner's new weights into the engine; returns (seconds loading, seconds
-    waiting for the engine to be free).
-
-    Under ``policy.updating()``: with async rollouts a batch may be in flight on another thread,
-    and no completion may be sampled from half-loaded weights or stamped with the wrong version.
-    """
-    asked = time.perf_counter()
-    with world.policy.updating():
-        start = time.perf_counter()
-        if world.learner.adapters:
-            for adapter in world.learner.adapters:
-                world.engine.load_weights(adapter, world.learner.adapter_weights(adapter))
-        else:
-            world.engine.load_weights(None, world.learner.full_weights())
-        world.policy.version = world.learner.version
-    return time.perf_counter() - start, start - asked
 
 
 def checkpoint_state(world: World) -> dict:
     return {
         "learner": world.learner.state_dict(),
         "loop": world.loop.state_dict(),
+        "snapshots": world.snapshots.state_dict(),
         "rng": rng_state(),
         "engine_rng": world.engine.generator.get_state()
         if hasattr(world.engine, "generator")
@@ -153,8 +142,8 @@ def restore(world: World) -> int:
     restore_rng(state["rng"])
     if state.get("engine_rng") is not None and hasattr(world.engine, "generator"):
         world.engine.generator.set_state(state["engine_rng"])
-    sync_weights(world)
-    world.loop.restore_engine(world.engine)
+    sync_weights(world.learner, world.engine, world.policy)
+    world.snapshots.load_state_dict(state.get("snapshots", {"weights": {}}))
     return next_step
 
 
@@ -163,17 +152,18 @@ def learn(world: World, rollout: Rollout, training=contextlib.nullcontext) -> di
 
     ``training()`` wraps the learner's computation (async rollouts lend its CPU cores to
     generation outside it)."""
-    world.logger.write_episodes(rollout.step, rollout.episodes)  # on disk before training
-    world.logger.write_tasks(world.loop.task_rows(rollout.step, rollout.episodes))
-    samples = world.loop.samples(rollout.episodes)
+    collected = rollout.collected
+    world.logger.write_episodes(rollout.step, collected.episodes)  # on disk before training
+    world.logger.write_tasks(collected.tasks)
+    world.logger.write_files(collected.files)
+    samples = world.loop.samples(collected.episodes)
     kept = drop_zero_advantage(samples)
     staleness = [world.learner.version - s.turn.policy_version for s in samples]
-    metrics = rollout.eval_metrics | world.loop.summarize(rollout.episodes)
+    metrics = rollout.eval_metrics | episode_metrics(collected.episodes) | collected.metrics
     with training():
         metrics |= world.learner.step(kept)
-    sync_seconds, sync_wait = sync_weights(world)
-    with world.policy.updating():  # opponent pools install adapters in the engine
-        world.loop.after_update(rollout.step, world.learner, world.engine)
+    sync_seconds, sync_wait = sync_weights(world.learner, world.engine, world.policy)
+    world.loop.after_update(rollout.step, world.snapshots)
     return metrics | {
         "rollout/seconds": rollout.seconds,
         "rollout/tokens_per_s": rollout.tokens / max(rollout.seconds, 1e-9),
@@ -188,7 +178,7 @@ def learn(world: World, rollout: Rollout, training=contextlib.nullcontext) -> di
 def train_step(world: World, step: int) -> dict[str, float]:
     """One synchronous step: evaluate if due, collect, then learn from what was collected."""
     start = time.perf_counter()
-    metrics = learn(world, collect(world, step, evaluate=_eval_due(world, step)))
+    metrics = learn(world, collect(world.loop, world.policy, step, _eval_due(world, step)))
     return metrics | _step_time(metrics, time.perf_counter() - start)
 
 
@@ -232,12 +222,14 @@ def async_steps(world: World, start_step: int) -> Iterator[dict[str, float]]:
     """Steps whose rollouts were collected on a background thread while earlier steps trained."""
     settings = world.config.rollout
     rollouts = AsyncRollouts(
-        world,
+        world.loop,
+        world.policy,
         range(start_step, world.config.train.steps),
         settings.max_staleness,
         evaluate_at=lambda step: _eval_due(world, step),
         engine_threads=settings.engine_threads,
         learner_threads=settings.learner_threads,
+        engine=world.engine,
     )
     with rollouts:
         last = time.perf_counter()
@@ -251,10 +243,8 @@ def async_steps(world: World, start_step: int) -> Iterator[dict[str, float]]:
 
 
 def _eval_due(world: World, step: int) -> bool:
-    """Evaluate before the first step and every ``eval_every`` steps."""
-    config = world.config
-    section = getattr(config, config.loop, None)  # None for a plug-in loop: see `settings`
-    every = getattr(section, "eval_every", 0) if section else config.settings.get("eval_every", 0)
+    """Evaluate before the first step and every ``eval_every`` steps (a loop setting)."""
+    every = getattr(world.config.settings, "eval_every", 0)
     return step == 0 or (bool(every) and step % every == 0)
 
 
@@ -283,11 +273,26 @@ def start(config: ExperimentConfig) -> tuple[Path, list[dict]]:
     return run_dir, run(world, 0)
 
 
-def resume(run_dir: Path) -> tuple[Path, list[dict]]:
-    config_path = run_dir / "config.yaml"
-    if not config_path.exists():
+def load_run_config(
+    run_dir: Path, overrides: list[str] | None = None, logging: bool = True
+) -> ExperimentConfig:
+    """The resolved config a run folder holds, with dotted overrides (``logging=False``: no
+    wandb, no progress bar, for evaluations of a finished run)."""
+    path = run_dir / "config.yaml"
+    if not path.exists():
         raise UserError(f"{run_dir} is not a run folder (no config.yaml)")
-    config = validate(read_yaml(config_path), str(config_path))
+    data = read_yaml(path)
+    for override in overrides or []:
+        apply_override(data, override)
+    config = validate(data, str(path))
+    if not logging:
+        config.logging.wandb = "disabled"
+        config.logging.progress = False
+    return config
+
+
+def resume(run_dir: Path) -> tuple[Path, list[dict]]:
+    config = load_run_config(run_dir)
     world = build(config, run_dir, resume=True)
     next_step = restore(world)
     console.print(f"[bold]resume[/] {run_dir} at step {next_step}")
@@ -296,17 +301,7 @@ def resume(run_dir: Path) -> tuple[Path, list[dict]]:
 
 def evaluate_run(run_dir: Path, overrides: list[str] | None = None) -> dict[str, float]:
     """``selfplay eval``: the loop's evaluation on the run's latest checkpoint."""
-    from selfplay.config import apply_override
-
-    config_path = run_dir / "config.yaml"
-    if not config_path.exists():
-        raise UserError(f"{run_dir} is not a run folder (no config.yaml)")
-    data = read_yaml(config_path)
-    for override in overrides or []:
-        apply_override(data, override)
-    config = validate(data, str(config_path))
-    config.logging.wandb = "disabled"
-    config.logging.progress = False
+    config = load_run_config(run_dir, overrides, logging=False)
     world = build(config, run_dir, resume=True)
     step = restore(world)
     metrics = asyncio.run(world.loop.evaluate(world.policy, step))

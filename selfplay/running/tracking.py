@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from selfplay.types import Episode
+from selfplay.types import Episode, TaskRow
 
 console = Console(stderr=True)
 
@@ -25,6 +25,21 @@ def episode_record(episode: Episode, step: int, tokenizer=None) -> dict:
         if tokenizer is not None and not turn.get("prompt_text"):
             turn["prompt_text"] = tokenizer.decode(turn["prompt_ids"])
     return record
+
+
+def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """What every loop's step reports: the mean reward of each role, and the mean completion
+    length and number of model turns."""
+    metrics: dict[str, float] = {}
+    for role in sorted({role for e in episodes for role in e.rewards}):
+        values = [e.rewards[role] for e in episodes if role in e.rewards]
+        metrics[f"reward/{role}"] = sum(values) / len(values)
+    turns = [t for e in episodes for t in e.turns]
+    if turns:
+        tokens = sum(len(t.completion_ids) for t in turns)
+        metrics["rollout/completion_tokens"] = tokens / len(turns)
+        metrics["rollout/turns"] = float(len(turns))
+    return metrics
 
 
 class RunLogger:
@@ -70,14 +85,25 @@ class RunLogger:
         os.replace(tmp, path)
         return path
 
-    def write_tasks(self, rows: list[dict]) -> None:
+    def write_tasks(self, rows: list[TaskRow]) -> None:
         """Append generated tasks to ``tasks.jsonl`` (schema: docs/run-folder.md)."""
         if not rows:
             return
         with self.tasks_path.open("a") as handle:
-            handle.write("".join(json.dumps(row) + "\n" for row in rows))
+            handle.write("".join(json.dumps(dataclasses.asdict(row)) + "\n" for row in rows))
             handle.flush()
             os.fsync(handle.fileno())
+
+    def write_files(self, files: dict[str, list[dict]]) -> None:
+        """JSONL files of the run folder a step produced (relative paths), written atomically."""
+        for relative, rows in files.items():
+            path = self.run_dir / relative
+            if self.run_dir.resolve() not in path.resolve().parents:
+                raise ValueError(f"a loop may write only inside the run folder, not {relative}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
+            os.replace(tmp, path)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         row = {"step": step, "time": time.time(), **metrics}

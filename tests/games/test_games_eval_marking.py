@@ -3,7 +3,7 @@ not meaningful instead of being reported as wins (issue 12)."""
 
 from __future__ import annotations
 
-from selfplay.loops.spiral import game_rates
+from selfplay.stats.games import eval_metrics as game_rates
 
 
 def row(reward: float, meaningful: bool, seat: int = 0, invalid: bool = False) -> dict:
@@ -36,8 +36,8 @@ def test_spiral_play_records_when_the_random_seat_guessed(tmp_path) -> None:
     import asyncio
     import random
 
-    from selfplay.config import validate
-    from selfplay.loops.spiral import Seat, SpiralLoop
+    from selfplay.loops import validate
+    from selfplay.loops.spiral import GameSpec, Seat, SpiralLoop
 
     config = validate(
         {
@@ -54,7 +54,8 @@ def test_spiral_play_records_when_the_random_seat_guessed(tmp_path) -> None:
 
     def random_game(kwargs: dict) -> bool:
         seats = {s: Seat("random", rng=random.Random(s)) for s in (0, 1)}
-        game, record = asyncio.run(loop.play(None, "textarena:Nim-v0", kwargs, 20, 0, seats))
+        spec = GameSpec(id="textarena:Nim-v0", max_turns=20, kwargs=kwargs)
+        game, record = asyncio.run(loop.play(None, spec, 0, seats))
         assert game.done
         return record.random_guessed
 

@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 import torch  # noqa: E402
 from peft import get_peft_model_state_dict  # noqa: E402
 
-from selfplay.config import ExperimentConfig, validate  # noqa: E402
+from selfplay.config import ExperimentConfig  # noqa: E402
 from selfplay.engines.base import Engine  # noqa: E402
 from selfplay.engines.hf import HFEngine  # noqa: E402
 from selfplay.engines.policy import BatchingPolicy  # noqa: E402
@@ -26,10 +26,11 @@ from selfplay.engines.ray_pool import (  # noqa: E402
     connect,
     split_evenly,
 )
-from selfplay.loops import make_loop  # noqa: E402
+from selfplay.loops import make_loop, validate  # noqa: E402
 from selfplay.running.checkpoint import Checkpointer  # noqa: E402
 from selfplay.running.runner import World, learner_settings, lora_spec, run, train_step  # noqa: E402
 from selfplay.running.tracking import RunLogger  # noqa: E402
+from selfplay.running.weights import PolicySnapshots  # noqa: E402
 from selfplay.training.learner import Learner  # noqa: E402
 from selfplay.types import Request, SamplingParams  # noqa: E402
 from tests.conftest import tiny_config  # noqa: E402
@@ -186,13 +187,16 @@ def test_two_replicas_serve_one_experiment_step(pool, reference, config, tiny_mo
     """runner.build's world with the pool as its engine; a replica dies during the rollout."""
     adapters = config.adapters()
     run_dir = tmp_path / "run"
+    learner = Learner(tiny_model_path, learner_settings(config), adapters, config.engine.device)
+    policy = BatchingPolicy(KillOnFirstBatch(pool, victim=pool.actors[1]))
     world = World(
         config,
         run_dir,
         pool,
-        Learner(tiny_model_path, learner_settings(config), adapters, config.engine.device),
+        learner,
         make_loop(config),
-        BatchingPolicy(KillOnFirstBatch(pool, victim=pool.actors[1])),
+        policy,
+        PolicySnapshots(learner, pool, policy),
         RunLogger(run_dir, config, resume=False),
         Checkpointer(run_dir, config.checkpoint.keep),
     )
@@ -225,13 +229,16 @@ def test_async_run_survives_a_replica_death(pool, tiny_model_path, tmp_path):
         tiny_config(tmp_path, train={"steps": steps}, rollout={"mode": "async"}), "async"
     )
     run_dir = tmp_path / "run"
+    learner = Learner(tiny_model_path, learner_settings(config), config.adapters(), None)
+    policy = BatchingPolicy(KillOnFirstBatch(pool, victim=pool.actors[0], at_call=3))
     world = World(
         config,
         run_dir,
         pool,
-        Learner(tiny_model_path, learner_settings(config), config.adapters(), None),
+        learner,
         make_loop(config),
-        BatchingPolicy(KillOnFirstBatch(pool, victim=pool.actors[0], at_call=3)),
+        policy,
+        PolicySnapshots(learner, pool, policy),
         RunLogger(run_dir, config, resume=False),
         Checkpointer(run_dir, config.checkpoint.keep),
     )

@@ -1,0 +1,132 @@
+"""Agent0's task kinds as strategies: how a proposal becomes a task, how the executor's k
+answers to it are scored, and how one answer is judged in the executor phase.
+
+- ``QaTasks``: a question with the proposer's answer; the executor's answers are
+  pseudo-labelled by self-consistency (ỹ, p̂), and the proposer's answer only says whether it
+  agrees with ỹ.
+- ``CodeIoTasks`` (Absolute Zero style): a program and an input; the sandbox runs it twice for
+  the gold output, and every executor answer is checked by running it (no pseudo-labels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+
+from curricula.answers import answers_equal
+from curricula.consistency import consensus
+from curricula.proposals import (
+    Proposal,
+    check_code,
+    code_question,
+    parse_code_io,
+    parse_qa,
+    run_program_code,
+)
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.engines.tools import ToolSandbox
+from selfplay.types import Turn
+
+
+@dataclass
+class Solve:
+    """One executor rollout on one task."""
+
+    turn: Turn
+    text: str
+    answer: str | None
+    tool_calls: int
+    correct: bool | None = None  # code_io: verified by execution
+
+
+@dataclass
+class ScoredTask:
+    """A proposal with the executor's k answers: its label, p̂ and agreement."""
+
+    proposal: Proposal
+    solves: list[Solve] = field(default_factory=list)
+    label: str | None = None  # majority answer (qa) / gold output (code_io)
+    p_hat: float = 0.0
+    agrees: bool | None = None  # majority ≡ the proposer's own answer (qa)
+
+    @property
+    def tool_calls(self) -> float:
+        return sum(s.tool_calls for s in self.solves) / max(len(self.solves), 1)
+
+
+class QaTasks:
+    """Question-answer tasks, labelled by the executor's majority."""
+
+    name = "qa"
+
+    def __init__(self, verify_timeout_s: float) -> None:
+        self.verify_timeout_s = verify_timeout_s
+
+    async def task(self, policy: BatchingPolicy, reply: str) -> Proposal:
+        return parse_qa(reply)
+
+    async def check(
+        self, policy: BatchingPolicy, proposal: Proposal, answer: str | None
+    ) -> bool | None:
+        return None  # judged against the pseudo-label, once all k answers are in
+
+    def score(self, proposal: Proposal, solves: list[Solve]) -> ScoredTask:
+        vote = consensus(
+            [s.answer for s in solves], reference=proposal.answer, timeout_s=self.verify_timeout_s
+        )
+        return ScoredTask(proposal, solves, vote.label, vote.p_hat, vote.agrees)
+
+    def correct(self, task: dict, solve: Solve) -> bool:
+        """An executor-phase answer against the pool task's pseudo-label."""
+        return answers_equal(solve.answer, task["pseudo_label"], self.verify_timeout_s)
+
+
+class CodeIoTasks:
+    """Program/input tasks, checked by running the program in the sandbox."""
+
+    name = "code_io"
+
+    def __init__(self, tool: ToolSandbox, modes: list[str], rng: random.Random) -> None:
+        self.tool, self.modes, self.rng = tool, modes, rng
+
+    async def task(self, policy: BatchingPolicy, reply: str) -> Proposal:
+        proposal = parse_code_io(reply)
+        return await self.ground(policy, proposal) if proposal.valid else proposal
+
+    async def ground(self, policy: BatchingPolicy, proposal: Proposal) -> Proposal:
+        """Run the program twice: valid when both runs succeed with the same output; then ask
+        for the output (deduction) or an input giving it (abduction)."""
+        code = run_program_code(proposal.program, proposal.input)
+        first = await self.tool.run(policy, code)
+        second = await self.tool.run(policy, code)
+        output = first.stdout.strip()
+        if not (first.ok and second.ok) or output != second.stdout.strip() or not output:
+            why = "not deterministic" if first.ok and second.ok else "program failed"
+            return dataclasses.replace(proposal, valid=False, why_invalid=why)
+        if len(output) > 200:
+            return dataclasses.replace(proposal, valid=False, why_invalid="output too long")
+        mode = self.rng.choice(self.modes)
+        deduction = mode == "deduction"
+        grounded = dataclasses.replace(
+            proposal,
+            output=output,
+            mode=mode,
+            answer=output if deduction else proposal.input,
+            answer_type="code_output" if deduction else "code_input",
+        )
+        grounded.question = code_question(grounded)
+        return grounded
+
+    async def check(self, policy: BatchingPolicy, proposal: Proposal, answer: str | None) -> bool:
+        if answer is None:
+            return False
+        result = await self.tool.run(policy, check_code(proposal, answer))
+        return result.ok and result.stdout.strip() == "True"
+
+    def score(self, proposal: Proposal, solves: list[Solve]) -> ScoredTask:
+        p_hat = sum(bool(s.correct) for s in solves) / len(solves)
+        return ScoredTask(proposal, solves, proposal.answer, p_hat)
+
+    def correct(self, task: dict, solve: Solve) -> bool:
+        return bool(solve.correct)

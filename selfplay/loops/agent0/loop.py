@@ -1,0 +1,393 @@
+"""Agent0 (Xia et al. 2025, arXiv:2511.16043; docs/algorithms.md#agent0): a curriculum agent
+and a tool-using executor co-evolve from one base model.
+
+Both roles are LoRA adapters (``adapter: own``) on one base model, served by the same engine in
+the same batches. Training steps map to (iteration, phase): each iteration runs
+``curriculum_steps`` curriculum steps, then ``executor_steps`` executor steps.
+
+1. **Curriculum phase**: the ``curriculum`` role proposes tasks; the frozen executor answers
+   each one k times with the Python tool; the task kind (``kinds.py``) turns those answers into
+   p̂ (and, for ``qa``, a majority pseudo-label); the curriculum role trains with GRPO on the
+   composite reward of ``curricula/rewards.py`` (paper or code form). Only curriculum turns
+   carry rewards, so the executor's weights never change in this phase.
+2. **Executor phase**: at its first step the frozen curriculum role generates a task pool, each
+   task scored like above (all tasks' samples and the probe set's in the same engine waves); the
+   band filter keeps the tasks the executor can learn from; the pool is written to
+   ``pools/iter-K.jsonl`` and kept in the loop state (a resume uses the same pool). Each step
+   trains the executor on a few pool tasks, drawn by the curriculum sampler, with ADPO: p̂ goes
+   into ``episode.info["pass_rate"]``, which sets each sample's advantage scale and ε_high.
+
+Every generated task is a row of ``tasks.jsonl`` (schema: docs/run-folder.md); the metrics and
+records live in ``records.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+import selfplay.loops.agent0.records as records
+from curricula.answers import extract_answer, grade_answer
+from curricula.consistency import consensus, in_band_code, in_band_paper
+from curricula.proposals import Proposal
+from curricula.rewards import (
+    bleu_clusters,
+    cluster_shares,
+    curriculum_reward_code,
+    curriculum_reward_paper,
+    resolve_reward,
+)
+from curricula.samplers import Curriculum, Group, groups_of
+from selfplay.config import Strict
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.engines.tools import ToolSandbox, ToolSettings
+from selfplay.loops.agent0.kinds import CodeIoTasks, QaTasks, ScoredTask, Solve
+from selfplay.loops.base import Loop
+from selfplay.loops.reasoning import TaskSpec, build_tasks
+from selfplay.types import Collected, Episode, TaskRow
+
+CURRICULUM, EXECUTOR = "curriculum", "executor"
+
+
+class Agent0Settings(Strict):
+    """Agent0: a curriculum role and a tool-using executor role, alternating.
+
+    Steps map to (iteration, phase): each iteration is ``curriculum_steps`` curriculum steps
+    then ``executor_steps`` executor steps (train.steps = iterations × their sum)."""
+
+    task_kind: Literal["qa", "code_io"] = "qa"  # code_io: program + input, verified by running it
+    curriculum_steps: int = Field(5, ge=1)
+    executor_steps: int = Field(5, ge=1)
+    samples_per_task: int = Field(8, ge=2)  # k executor samples for p̂ and the pseudo-label
+    # curriculum phase: GRPO groups of proposals from the curriculum prompt
+    proposal_groups: int = Field(1, ge=1)
+    proposal_group_size: int = Field(8, ge=2)
+    curriculum_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
+    # the composite curriculum reward (curricula/rewards.py)
+    reward_form: Literal["paper", "code"] = "paper"
+    proposer_reward: str | None = None  # p̂ → reward by name; None: the form's uncertainty
+    lambda_unc: float = Field(1.0, ge=0)
+    lambda_tool: float = Field(1.0, ge=0)
+    tool_gamma: float = Field(0.05, ge=0)
+    tool_cap: int = Field(4, ge=0)
+    repetition_weight: float = Field(1.0, ge=0)
+    repetition_threshold: float = Field(0.5, gt=0, le=1)
+    agreement_gate: bool = False  # code form: p̂ ← 0 when the executor majority disagrees
+    # executor phase
+    pool_size: int = Field(64, ge=1)  # proposals generated per iteration for the task pool
+    band: Literal["paper", "code"] = "paper"  # |p̂ − ½| ≤ band_delta, or band_lo ≤ p̂ ≤ band_hi
+    band_delta: float = Field(0.25, ge=0, le=0.5)
+    band_lo: float = Field(0.3, ge=0, le=1)
+    band_hi: float = Field(0.8, ge=0, le=1)
+    executor_tasks_per_step: int = Field(4, ge=1)
+    executor_group_size: int = Field(8, ge=2)
+    executor_reward: Literal["binary", "signed"] = "binary"  # 1/0 (paper) or +1/−1 (code)
+    executor_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
+    verify_timeout_s: float = Field(5.0, gt=0)  # math-verify, per comparison
+    code_io_modes: list[Literal["deduction", "abduction"]] = ["deduction", "abduction"]
+    tool: ToolSettings = ToolSettings()
+    # pseudo-label accuracy: executor majority vs gold on reasoning-gym tasks, per iteration
+    probe: list[TaskSpec] = [TaskSpec(name="basic_arithmetic")]
+    probe_size: int = Field(16, ge=0)
+    eval_every: int = Field(0, ge=0)  # steps between probe evaluations (0: only at the end)
+
+    @model_validator(mode="after")
+    def _band_ordered(self) -> Agent0Settings:
+        if self.band_lo > self.band_hi:
+            raise ValueError(f"band_lo {self.band_lo} > band_hi {self.band_hi}")
+        if not self.code_io_modes:
+            raise ValueError("code_io_modes needs at least one of deduction, abduction")
+        return self
+
+
+class Agent0Loop(Loop):
+    name = "agent0"
+    Settings = Agent0Settings
+    supplies_pass_rate = True  # executor episodes carry p̂ in info["pass_rate"] (ADPO)
+    curriculum_fixed_tasks = False  # every iteration adds its pool's tasks
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self.require_roles(CURRICULUM, EXECUTOR)
+        s: Agent0Settings = self.settings
+        for role in (CURRICULUM, EXECUTOR):
+            if config.roles[role].adapter != "own":
+                raise UserError(f"agent0: role `{role}` needs `adapter: own` (two agents)")
+        if config.rollout.mode != "sync":
+            raise UserError("agent0 runs its phases in order: rollout.mode must be sync")
+        default = "uncertainty" if s.reward_form == "paper" else "uncertainty_code"
+        self.proposer_reward = resolve_reward(s.proposer_reward or default)
+        self.probe = build_tasks(s.probe, s.probe_size, config.seed + 7919)[: s.probe_size]
+        self.tool = ToolSandbox(s.tool)
+        self.kinds = {"qa": QaTasks(s.verify_timeout_s),
+                      "code_io": CodeIoTasks(self.tool, s.code_io_modes, self.rng)}
+        self.kind = self.kinds[s.task_kind]
+        # {"iteration", "tasks", "indices"}: the kept tasks and their indices in the curriculum
+        self.pool: dict[str, Any] | None = None
+        # every kept pool task of every iteration is a task of the curriculum (docs/curricula.md)
+        self.curriculum = Curriculum(config.curriculum, seed=config.seed)
+
+    def close(self) -> None:
+        self.tool.close()
+
+    def phase(self, step: int) -> tuple[int, str]:
+        """(iteration, phase) of a training step."""
+        s = self.settings
+        iteration, offset = divmod(step, s.curriculum_steps + s.executor_steps)
+        return iteration, CURRICULUM if offset < s.curriculum_steps else EXECUTOR
+
+    # ---------------------------------------------------------------- the two roles
+    async def propose(self, policy: BatchingPolicy) -> tuple:
+        """One proposal of the curriculum role: (its turn, the task it makes)."""
+        request = self.request(CURRICULUM, max_new_tokens=self.settings.curriculum_max_tokens)
+        completion = await policy(request)
+        turn = self.turn(request, completion, policy)
+        return turn, await self.kind.task(policy, self.reply(request, completion))
+
+    async def solve(self, policy: BatchingPolicy, proposal: Proposal) -> Solve:
+        """One executor rollout with the Python tool, judged by the task's kind."""
+        request = self.request(
+            EXECUTOR, max_new_tokens=self.settings.executor_max_tokens, question=proposal.question
+        )
+        rollout = await self.tool.rollout(policy, request)
+        text = request.prefill + rollout.turn.text
+        answer, _ = extract_answer(text, lenient=True)
+        solve = Solve(rollout.turn, text, answer, rollout.tool_calls)
+        solve.correct = await self.kinds[proposal.kind].check(policy, proposal, answer)
+        return solve
+
+    async def score(
+        self, policy: BatchingPolicy, proposals: list[Proposal], extra=()
+    ) -> tuple[list[ScoredTask], list]:
+        """k executor samples of every valid proposal (and any ``extra`` coroutines) in one
+        gather, so the engine sees them in the same waves; then p̂ and labels per task."""
+        k = self.settings.samples_per_task
+        valid = [p for p in proposals if p.valid]
+        coroutines = [self.solve(policy, p) for p in valid for _ in range(k)]
+        results = await policy.gather([*coroutines, *extra])
+        solves, extra_results = results[: len(coroutines)], results[len(coroutines) :]
+        scored = {id(p): self.kinds[p.kind].score(p, solves[i * k : (i + 1) * k])
+                  for i, p in enumerate(valid)}
+        return [scored.get(id(p), ScoredTask(p)) for p in proposals], extra_results
+
+    # ---------------------------------------------------------------- rewards
+    def curriculum_rewards(self, tasks: list[ScoredTask]) -> tuple[list[float], list[float]]:
+        """(reward, repetition penalty) per proposal: the composite of curricula/rewards.py."""
+        s = self.settings
+        questions = [t.proposal.question for t in tasks if t.proposal.valid]
+        shares = iter(cluster_shares(bleu_clusters(questions, s.repetition_threshold)))
+        rewards, penalties = [], []
+        for task in tasks:
+            penalty = s.repetition_weight * next(shares) if task.proposal.valid else 0.0
+            if s.reward_form == "paper":
+                reward = curriculum_reward_paper(
+                    task.proposal.valid, task.p_hat, task.tool_calls, penalty,
+                    reward=self.proposer_reward, lambda_unc=s.lambda_unc,
+                    lambda_tool=s.lambda_tool, gamma=s.tool_gamma, cap=s.tool_cap,
+                )
+            else:
+                reward = curriculum_reward_code(
+                    task.proposal.valid, task.p_hat, task.proposal.text, penalty,
+                    agrees=task.agrees if s.agreement_gate else None,
+                    reward=self.proposer_reward, gamma=s.tool_gamma, cap=s.tool_cap,
+                )
+            rewards.append(reward)
+            penalties.append(penalty)
+        return rewards, penalties
+
+    def in_band(self, p_hat: float) -> bool:
+        s = self.settings
+        if s.band == "paper":
+            return in_band_paper(p_hat, s.band_delta)
+        return in_band_code(p_hat, s.band_lo, s.band_hi)
+
+    def executor_reward(self, correct: bool) -> float:
+        if correct:
+            return 1.0
+        return -1.0 if self.settings.executor_reward == "signed" else 0.0
+
+    # ---------------------------------------------------------------- one step
+    async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
+        iteration, phase = self.phase(step)
+        step_of = {"agent0/iteration": float(iteration), "agent0/phase": float(phase == EXECUTOR)}
+        if phase == CURRICULUM:
+            collected = await self.curriculum_step(policy, step, iteration)
+        else:
+            collected = await self.executor_step(policy, step, iteration)
+        collected.metrics = step_of | collected.metrics
+        return collected
+
+    async def curriculum_step(self, policy: BatchingPolicy, step: int, iteration: int) -> Collected:
+        s = self.settings
+        count = s.proposal_groups * s.proposal_group_size
+        proposed = await policy.gather([self.propose(policy) for _ in range(count)])
+        tasks, _ = await self.score(policy, [p for _, p in proposed])
+        rewards, penalties = self.curriculum_rewards(tasks)
+        episodes, rows = [], []
+        for index, ((turn, _), task, reward, penalty) in enumerate(
+            zip(proposed, tasks, rewards, penalties, strict=True)
+        ):
+            task_id = f"s{step}-c{index}"
+            info = records.task_info(task, step, iteration, CURRICULUM, task_id)
+            episodes.append(Episode(
+                loop=self.name,
+                env=f"agent0-{s.task_kind}",
+                turns=[turn, *(solve.turn for solve in task.solves)],
+                rewards={CURRICULUM: reward},  # executor turns: context, never trained here
+                group_id=f"s{step}-g{index // s.proposal_group_size}",
+                info=info | {"repetition": penalty, "reward": reward},
+            ))
+            rows.append(self.row(task, step, iteration, CURRICULUM, task_id, reward, None))
+        qa = s.task_kind == "qa"
+        metrics = records.curriculum_metrics(episodes, self.in_band, qa) if episodes else {}
+        return Collected(episodes, metrics, rows)
+
+    async def executor_step(self, policy: BatchingPolicy, step: int, iteration: int) -> Collected:
+        built = Collected([])
+        if self.pool is None or self.pool["iteration"] != iteration:
+            built = await self.build_pool(policy, step, iteration)
+        count = min(self.settings.executor_tasks_per_step, len(self.pool["tasks"]))
+        current = set(self.pool["indices"])
+        others = [i for i in range(len(self.curriculum.buffer)) if i not in current]
+        kept = await self.curriculum.fill(
+            count, step, lambda indices: self.executor_groups(policy, step, iteration, indices),
+            exclude=others,
+        )
+        episodes = [episode for group in kept for episode in group.payload]
+        metrics = built.metrics | self.curriculum.metrics(step)
+        if episodes:
+            metrics |= records.executor_metrics(episodes)
+        return Collected(episodes, metrics, built.tasks, built.files)
+
+    async def executor_groups(
+        self, policy: BatchingPolicy, step: int, iteration: int, indices
+    ) -> list[Group]:
+        """``executor_group_size`` rollouts of each drawn pool task, graded: one Group each."""
+        size = self.settings.executor_group_size
+        position = {index: k for k, index in enumerate(self.pool["indices"])}
+        chosen = [self.pool["tasks"][position[int(index)]] for index in indices]
+        solves = await policy.gather(
+            self.solve(policy, Proposal(**task["proposal"])) for task in chosen for _ in range(size)
+        )
+        episodes = []
+        for index, solve in enumerate(solves):
+            task = chosen[index // size]
+            correct = self.kinds[task["proposal"]["kind"]].correct(task, solve)
+            episodes.append(Episode(
+                loop=self.name,
+                env=f"agent0-{self.settings.task_kind}",
+                turns=[solve.turn],
+                rewards={EXECUTOR: self.executor_reward(correct)},
+                group_id=f"s{step}-{task['task_id']}",
+                info={
+                    "step": step,
+                    "iteration": iteration,
+                    "phase": EXECUTOR,
+                    "task_id": task["task_id"],
+                    "pass_rate": task["p_hat"],  # ADPO: scale and ε_high from p̂
+                    "pseudo_label": task["pseudo_label"],
+                    "answer": solve.answer,
+                    "correct": correct,
+                    "tool_calls": solve.tool_calls,
+                },
+            ))
+        return groups_of(indices, episodes, size, EXECUTOR)
+
+    # ---------------------------------------------------------------- the task pool
+    async def build_pool(self, policy: BatchingPolicy, step: int, iteration: int) -> Collected:
+        """Frozen curriculum → pool; k executor samples per task (and the probe set) in the
+        same waves → p̂, labels; the band filter; the pool file and its tasks.jsonl rows."""
+        s = self.settings
+        start = time.perf_counter()
+        proposed = await policy.gather([self.propose(policy) for _ in range(s.pool_size)])
+        scoring = time.perf_counter()
+        tasks, probe_solves = await self.score(
+            policy, [p for _, p in proposed], self.probe_coroutines(policy)
+        )
+        scored_seconds = time.perf_counter() - scoring
+        questions = [t.proposal.question for t in tasks if t.proposal.valid]
+        shares = iter(cluster_shares(bleu_clusters(questions, s.repetition_threshold)))
+        pool_file, rows, kept = [], [], []
+        for index, task in enumerate(tasks):
+            task_id = f"it{iteration}-p{index}"
+            keep = task.proposal.valid and task.label is not None and self.in_band(task.p_hat)
+            row = self.row(task, step, iteration, EXECUTOR, task_id, None, keep)
+            repetition = next(shares) if task.proposal.valid else None
+            pool_file.append(records.pool_record(row, repetition))
+            rows.append(row)
+            if keep:
+                kept.append({"task_id": task_id, "p_hat": task.p_hat, "pseudo_label": task.label,
+                             "proposal": dataclasses.asdict(task.proposal)})
+        indices = self.add_to_curriculum(kept, step)
+        self.pool = {"iteration": iteration, "tasks": kept, "indices": indices}
+        metrics = records.pool_metrics(
+            tasks, kept, pool_file, len(self.probe), scored_seconds, s.task_kind == "qa"
+        ) | {"pool/seconds": time.perf_counter() - start}
+        if probe_solves:
+            metrics |= self.probe_metrics(probe_solves)
+        return Collected([], metrics, rows, {f"pools/iter-{iteration}.jsonl": pool_file})
+
+    def add_to_curriculum(self, kept: list[dict], step: int) -> list[int]:
+        """Every kept pool task becomes a curriculum task (family = task kind / answer type,
+        difficulty = 1 − p̂), its pool estimate (k executor samples) recorded as its first
+        group, so that band / learnability / plr see the pool's p̂ from the first draw."""
+        samples = self.settings.samples_per_task
+        indices = []
+        for task in kept:
+            proposal, p_hat = task["proposal"], task["p_hat"]
+            family = f"{proposal['kind']}/{proposal['answer_type'] or proposal['mode'] or '?'}"
+            index = self.curriculum.add(task["task_id"], family, 1.0 - p_hat)
+            # mean |r − r̄| of k Bernoulli answers with pass rate p̂ (PLR's score)
+            self.curriculum.buffer.record(
+                index, p_hat * samples, samples, step, 2 * p_hat * (1 - p_hat)
+            )
+            indices.append(index)
+        return indices
+
+    def row(self, task: ScoredTask, step, iteration, phase, task_id, reward, kept) -> TaskRow:
+        return records.task_row(
+            task, step, iteration, phase, task_id, self.settings.task_kind, reward, kept
+        )
+
+    # ---------------------------------------------------------------- the probe set
+    def probe_coroutines(self, policy: BatchingPolicy) -> list:
+        """k executor rollouts per probe task, flat (one gather, shared engine waves)."""
+        k = self.settings.samples_per_task
+        questions = [Proposal("", True, "qa", t.entry["question"], str(t.entry["answer"]))
+                     for t in self.probe]
+        return [self.solve(policy, question) for question in questions for _ in range(k)]
+
+    def probe_metrics(self, solves: list[Solve]) -> dict[str, float]:
+        """Pseudo-label accuracy: the executor's consensus on each probe item vs its gold."""
+        k, labels = self.settings.samples_per_task, []
+        for index, task in enumerate(self.probe):
+            answers = [s.answer for s in solves[index * k : (index + 1) * k]]
+            vote = consensus(answers, timeout_s=self.settings.verify_timeout_s)
+            label = vote.label
+            correct = label is not None and grade_answer(
+                f"\\boxed{{{label}}}", task.entry, task.dataset
+            )["correct"]
+            labels.append((ScoredTask(Proposal("", True), p_hat=vote.p_hat), correct))
+        return records.probe_metrics(labels)
+
+    async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
+        """Pseudo-label accuracy on the probe set (before training it is measured with the
+        first pool; here at ``eval_every`` steps and at the end)."""
+        if not self.probe or step == 0:
+            return {}
+        results = await policy.gather(self.probe_coroutines(policy))
+        return {f"eval/{k.split('/', 1)[1]}": v for k, v in self.probe_metrics(results).items()}
+
+    # ---------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        return super().state_dict() | {"pool": self.pool}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.pool = state["pool"]
+        if self.pool is not None and "indices" not in self.pool:  # a checkpoint from before
+            raise UserError("this agent0 checkpoint predates the curriculum; start a new run")

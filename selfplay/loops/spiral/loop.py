@@ -1,0 +1,279 @@
+"""SPIRAL: self-play on zero-sum games with role-conditioned advantage estimation
+(Liu et al. 2025, arXiv:2506.24119; docs/algorithms.md#spiral).
+
+One policy plays both seats; the seat reaches the model only through the prompt. Every turn of
+a game is one training sample, and every turn of seat p gets the same advantage A_p = R_p − b
+from the RAE baseline b[game, seat], shared by all games and saved in checkpoints.
+
+An action is the model's last ``\\boxed{...}`` rewritten to ``[...]``; when the game lists its
+legal actions the action must match one (case-insensitively), otherwise the game judges it.
+An invalid or unparseable action ends the game: −1.5 for the offender and +0.5 for the other
+seat in training (not zero-sum, as in the paper), −1/+1 in evaluation. Games cut off at the
+turn limit are draws.
+
+Game mixture: with ``curriculum.sampler: uniform`` games are drawn by their ``weight``; with any
+other sampler (``tscl`` is the one made for it: a bandit on learning progress, Matiisen et al.
+2017) each game spec is one task of the curriculum's buffer, drawn with replacement from the
+sampler's distribution, and scored per step by its trained seats' mean training reward rescaled
+to [0, 1] (``metrics.game_groups``), so learning progress is the change of that score.
+
+Opponents: ``mirror`` (both seats are the policy and both are trained; the default),
+``random`` (random legal actions; only the policy's seat is trained), ``frozen`` (the initial
+policy: the base model without LoRA), ``pool`` (a FIFO pool of past LoRA snapshots). Seats are
+drawn at random for every game and logged.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+from pydantic import Field
+
+import games
+from curricula.samplers import Curriculum
+from games import CheckpointPool, RandomOpponent, assign_seats, extract_action, match_legal
+from roles import load_role
+from selfplay.config import Strict
+from selfplay.core.errors import UserError
+from selfplay.engines.base import BASE_ADAPTER
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.loops.base import Loop, Snapshots
+from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
+from selfplay.loops.spiral.metrics import GameRecord, Seat, eval_result, game_groups, game_metrics
+from selfplay.stats.games import eval_metrics
+from selfplay.types import Collected, Episode, Request
+
+ROLE = "player"
+POOL_PREFIX = "pool-"
+
+
+class GameSpec(Strict):
+    id: str  # a native id (kuhn_poker, tictactoe, simple_negotiation) or textarena:<Id>
+    weight: float = Field(1.0, gt=0)
+    max_turns: int = Field(50, ge=1)  # cut-off → draw (SPIRAL: 50)
+    kwargs: dict = {}  # passed to the game's constructor (e.g. rounds: 3)
+
+
+class OpponentSettings(Strict):
+    kind: Literal["mirror", "random", "frozen", "pool"] = "mirror"
+    pool_size: int = Field(25, ge=1)  # FIFO pool of past checkpoints
+    refresh_every: int = Field(5, ge=1)  # steps between snapshots into the pool
+
+
+class SpiralSettings(Strict):
+    games: list[GameSpec]
+    games_per_step: int = Field(8, ge=1)
+    opponent: OpponentSettings = OpponentSettings()
+    invalid_penalty: float = -1.5  # offender's training reward for an invalid/unparseable move
+    invalid_opponent_reward: float = 0.5  # the other seat's training reward then
+    lenient: bool = False  # accept the last [token] when no \boxed{} is given
+    eval_every: int = Field(0, ge=0)  # 0: only before and after training
+    eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
+    eval_opponents: list[Literal["random", "initial"]] = ["random", "initial"]
+    eval_ood_games: list[str] = []  # out-of-domain game ids, against the random opponent
+    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (transfer)
+    eval_reasoning_size: int = Field(16, ge=0)
+
+
+def seat_role(seat: int) -> str:
+    return f"player_{seat}"
+
+
+class SpiralLoop(Loop):
+    name = "spiral"
+    Settings = SpiralSettings
+    default_estimator = "rae"
+    curriculum_tasks = "games (spiral.games)"
+
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self.require_roles(ROLE)
+        s: SpiralSettings = self.settings
+        for game_id in [spec.id for spec in s.games] + s.eval_ood_games:
+            games.make(game_id)  # unknown ids fail now, in one line, not mid-run
+        if s.opponent.kind in ("frozen", "pool") and config.train.finetune != "lora":
+            raise UserError(f"opponent kind {s.opponent.kind!r} needs train.finetune: lora")
+        self.pool = CheckpointPool(s.opponent.pool_size, s.opponent.refresh_every)
+        self.curriculum = Curriculum(config.curriculum, seed=config.seed)
+        for index, spec in enumerate(s.games):
+            self.curriculum.add(f"{spec.id}#{index}", family=spec.id)
+        self.reasoning_tasks = build_tasks(
+            s.eval_reasoning, s.eval_reasoning_size, config.seed + 10_000
+        )
+
+    # ------------------------------------------------------------------ seats
+    def policy_adapter(self) -> str:
+        return self.config.roles[ROLE].adapter_name(ROLE)
+
+    def training_seats(self, rng: random.Random) -> tuple[dict[int, Seat], dict[int, str]]:
+        assignment = assign_seats(rng)  # {seat: "model" | "opponent"}
+        kind = self.settings.opponent.kind
+        seats = {}
+        for seat, who in assignment.items():
+            if who == "model" or kind == "mirror":
+                seats[seat] = Seat("policy", self.policy_adapter(), trained=True)
+            elif kind == "random":
+                seats[seat] = Seat("random", rng=random.Random(rng.randrange(2**31)))
+            elif kind == "frozen" or not len(self.pool):
+                seats[seat] = Seat("adapter", BASE_ADAPTER)
+            else:
+                seats[seat] = Seat("adapter", self.pool.sample(rng))
+        return seats, assignment
+
+    # ------------------------------------------------------------------ one game
+    def move_request(self, seat: int, who: Seat, game, greedy: bool) -> Request:
+        example = games.example_action(game, seat)  # a real legal move where one is known
+        request = self.request(
+            ROLE, greedy=greedy, observation=game.observation(seat), player=seat, example=example
+        )
+        request.role, request.adapter = seat_role(seat), who.adapter
+        return request
+
+    async def play(
+        self,
+        policy: BatchingPolicy,
+        spec: GameSpec,
+        seed: int,
+        seats: dict[int, Seat],
+        greedy: bool = False,
+    ) -> tuple[games.Game, GameRecord]:
+        """One game to its end: the model's seats move through the policy, a random seat by a
+        random legal move; the first invalid or unparseable move ends it."""
+        game = games.make(spec.id, max_turns=spec.max_turns, **spec.kwargs)
+        game.reset(seed)
+        record = GameRecord()
+        while not game.done:
+            seat = game.current_player
+            who = seats[seat]
+            record.moves += 1
+            if who.kind == "random":
+                opponent = RandomOpponent(who.rng.randrange(2**31))
+                move = opponent.act(game, seat)
+                record.random_guessed |= not opponent.verified
+                result = game.step(move)
+                if not result.valid:  # a free-form game's guess can break the rules too
+                    record.invalid_by, record.invalid_reason = seat, result.reason
+                continue
+            request = self.move_request(seat, who, game, greedy)
+            completion = await policy(request)
+            if who.trained:
+                record.turns.append(self.turn(request, completion, policy))
+            action = extract_action(completion.text, lenient=self.settings.lenient)
+            if action is None:
+                record.parse_failures += 1
+                record.invalid_by, record.invalid_reason = seat, "no \\boxed{} action"
+                break
+            legal = game.legal_actions(seat)
+            result = game.step(match_legal(action, legal) or action if legal else action)
+            if not result.valid:
+                record.invalid_by, record.invalid_reason = seat, result.reason
+        return game, record
+
+    def training_rewards(self, game: games.Game, record: GameRecord) -> dict[int, float]:
+        if record.invalid_by is not None:
+            offender = record.invalid_by
+            return {
+                offender: self.settings.invalid_penalty,
+                1 - offender: self.settings.invalid_opponent_reward,
+            }
+        return game.outcome()
+
+    @staticmethod
+    def eval_rewards(game: games.Game, record: GameRecord) -> dict[int, float]:
+        if record.invalid_by is not None:
+            return {record.invalid_by: -1.0, 1 - record.invalid_by: 1.0}
+        return game.outcome()
+
+    # ------------------------------------------------------------------ training
+    async def training_game(
+        self, policy: BatchingPolicy, step: int, index: int, game_index: int | None
+    ) -> Episode:
+        rng = random.Random(self.rng.randrange(2**63))
+        specs = self.settings.games
+        if game_index is None:
+            game_index = rng.choices(range(len(specs)), weights=[g.weight for g in specs])[0]
+        spec = specs[game_index]
+        seats, assignment = self.training_seats(rng)
+        game, record = await self.play(policy, spec, rng.randrange(2**31), seats)
+        rewards = self.training_rewards(game, record)
+        trained = [s for s, who in seats.items() if who.trained]
+        return Episode(
+            loop=self.name,
+            env=spec.id,
+            turns=record.turns,
+            rewards={seat_role(s): rewards[s] for s in trained},
+            group_id=f"s{step}-g{index}",
+            info=record.info(game, game_index, seats, assignment, self.settings.opponent.kind)
+            | {"rewards_by_seat": {str(k): v for k, v in rewards.items()}},
+        )
+
+    async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
+        count = self.settings.games_per_step
+        chosen: list[int | None] = [None] * count  # uniform: the games' own weights
+        if self.config.curriculum.sampler != "uniform":
+            chosen = [int(i) for i in self.curriculum.sample(count, step, replace=True)]
+        episodes = await policy.gather(
+            self.training_game(policy, step, i, game) for i, game in enumerate(chosen)
+        )
+        self.curriculum.record(game_groups(episodes, self.settings.invalid_penalty), step)
+        return Collected(episodes, self.curriculum.metrics(step) | game_metrics(episodes))
+
+    # ------------------------------------------------------------------ opponent pool
+    def after_update(self, step: int, snapshots: Snapshots) -> None:
+        """Snapshot the policy into the FIFO pool every ``refresh_every`` steps."""
+        if self.settings.opponent.kind != "pool":
+            return
+        name = f"{POOL_PREFIX}{step + 1}"
+        before = set(self.pool.ids)
+        if not self.pool.maybe_add(step + 1, name):
+            return
+        snapshots.take(name, self.policy_adapter())
+        for evicted in sorted(before - set(self.pool.ids)):
+            snapshots.drop(evicted)
+
+    # ------------------------------------------------------------------ evaluation
+    async def eval_game(
+        self, policy: BatchingPolicy, spec: GameSpec, seed: int, seat: int, opponent: str
+    ) -> dict:
+        other = (
+            Seat("random", rng=random.Random(seed))
+            if opponent == "random"
+            else Seat("adapter", BASE_ADAPTER)
+        )
+        seats = {seat: Seat("policy", self.policy_adapter()), 1 - seat: other}
+        game, record = await self.play(policy, spec, seed, seats, greedy=True)
+        return eval_result(spec.id, opponent, seat, self.eval_rewards(game, record)[seat], record)
+
+    async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
+        """Win/draw/loss/invalid rates per game, opponent and seat; OOD games; reasoning."""
+        s, jobs = self.settings, []
+        opponents = [o for o in s.eval_opponents
+                     if o != "initial" or self.config.train.finetune == "lora"]
+        matches = [(spec, opponent) for spec in s.games for opponent in opponents]
+        matches += [(GameSpec(id=game_id), "random") for game_id in s.eval_ood_games]
+        for spec, opponent in matches:
+            jobs += [self.eval_game(policy, spec, 90_000 + i, i % 2, opponent)
+                     for i in range(s.eval_games)]
+        metrics = eval_metrics(await policy.gather(jobs) if jobs else [])
+        if self.reasoning_tasks:
+            prompt = load_role("solver_terse")
+            metrics |= await reasoning_accuracy(
+                policy,
+                self.reasoning_tasks,
+                lambda entry: Request(
+                    role="eval",
+                    messages=prompt.render(question=entry["question"]),
+                    adapter=self.policy_adapter(),
+                    sampling=self.sampling(ROLE, greedy=True),
+                ),
+            )
+        return metrics
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "pool": self.pool.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.pool = CheckpointPool.from_state_dict(state["pool"])

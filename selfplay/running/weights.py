@@ -1,0 +1,75 @@
+"""The runner's side of the weights: pushing the learner's new weights into the engine after a
+step, and frozen snapshots of the policy that loops serve beside it (opponent pools).
+
+Loops never hold the learner or an engine. A loop that needs a frozen copy of the policy asks
+``PolicySnapshots`` (the ``selfplay.loops.base.Snapshots`` protocol) for one by name; the
+service copies the adapter's weights out of the learner, installs them in the engine under that
+name, keeps them for checkpoints, and installs them again after a resume.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.training.learner import Learner
+
+
+def sync_weights(learner: Learner, engine, policy: BatchingPolicy) -> tuple[float, float]:
+    """Push the learner's new weights into the engine; returns (seconds loading, seconds
+    waiting for the engine to be free).
+
+    Under ``policy.updating()``: with async rollouts a batch may be in flight on another thread,
+    and no completion may be sampled from half-loaded weights or stamped with the wrong version.
+    """
+    asked = time.perf_counter()
+    with policy.updating():
+        start = time.perf_counter()
+        if learner.adapters:
+            for adapter in learner.adapters:
+                engine.load_weights(adapter, learner.adapter_weights(adapter))
+        else:
+            engine.load_weights(None, learner.full_weights())
+        policy.version = learner.version
+    return time.perf_counter() - start, start - asked
+
+
+class PolicySnapshots:
+    """Named frozen copies of the policy's adapters, served by the engine (LoRA runs)."""
+
+    def __init__(self, learner: Learner, engine, policy: BatchingPolicy) -> None:
+        self._learner, self._engine, self._policy = learner, engine, policy
+        self._weights: dict[str, dict[str, torch.Tensor]] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._weights)
+
+    def take(self, name: str, adapter: str) -> None:
+        """Copy the current weights of ``adapter`` and serve them as adapter ``name``."""
+        weights = self._learner.adapter_weights(adapter)
+        self._weights[name] = {k: v.cpu() for k, v in weights.items()}  # already copies
+        self._install(name)
+
+    def drop(self, name: str) -> None:
+        """Stop serving snapshot ``name`` and forget its weights."""
+        if self._weights.pop(name, None) is not None:
+            with self._policy.updating():
+                self._engine.remove_adapter(name)
+
+    def _install(self, name: str) -> None:
+        with self._policy.updating():  # no batch may run while adapters change
+            self._engine.add_adapter(name)
+            # peft state-dict keys carry no adapter name: a snapshot loads under any name
+            self._engine.load_weights(name, self._weights[name])
+
+    def state_dict(self) -> dict:
+        return {"weights": self._weights}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Snapshots of a checkpoint, served again."""
+        self._weights = dict(state["weights"])
+        for name in self._weights:
+            self._install(name)
