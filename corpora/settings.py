@@ -12,14 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from selfplay.core.errors import UserError
 
-MAX_CHUNK_TOKENS = 5992  # SPICE's chunk size (REFERENCE §4)
+MAX_CHUNK_TOKENS = 5992  # SPICE's chunk size (docs/algorithms.md#spice)
 
 
 class CorpusSettings(BaseModel):
     """How `selfplay corpus build` turns documents into a searchable corpus (docs/corpora.md).
 
     Chunk sizes are in tokens of ``tokenizer`` (the policy's tokenizer by default, because the
-    challenger reads the chunk); SPICE's chunks are up to 5,992 tokens (REFERENCE §4)."""
+    challenger reads the chunk); SPICE's chunks are up to 5,992 tokens
+    (docs/algorithms.md#spice)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 

@@ -1,4 +1,4 @@
-"""The task buffer: what every loop knows about each task it can draw (REFERENCE §5).
+"""The task buffer: what every loop knows about each task it can draw (docs/algorithms.md#samplers).
 
 A task is whatever a loop draws and grades as a group: a reasoning-gym item, a family ×
 difficulty level, a generated question, a document, a game. Per task the buffer keeps

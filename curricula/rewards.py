@@ -1,6 +1,7 @@
 """Proposer rewards for task-generating loops (Agent0, SPICE, AZR-style ablations).
 
-Small pure functions; each docstring names where its formula comes from (REFERENCE §3, §4).
+Small pure functions; each docstring names where its formula comes from (docs/algorithms.md,
+sections Agent0 and SPICE).
 "Paper" forms are the defaults; the released-code forms are named options, so each ablation of
 the papers is one config key away (``resolve_reward``).
 
@@ -48,7 +49,7 @@ def spice_variance(p_hat: float, sigma2: float = 0.01) -> float:
     """SPICE challenger reward: exp(−(p̂(1−p̂) − 0.25)² / (2σ²)), σ² = 0.01.
 
     Peaks at p̂ = ½ (variance ¼); with K = 8: 0/8 → 0.044, 1/8 → 0.372, 2/8 → 0.823,
-    3/8 → 0.988, 4/8 → 1.0 (REFERENCE §4)."""
+    3/8 → 0.988, 4/8 → 1.0 (docs/algorithms.md#spice)."""
     variance = p_hat * (1.0 - p_hat)
     return math.exp(-((variance - 0.25) ** 2) / (2.0 * sigma2))
 
@@ -61,8 +62,9 @@ def threshold_reward(
 ) -> float:
     """SPICE's "threshold" ablation: 1 when lo ≤ p̂ ≤ hi, else 0.
 
-    SPICE gives no band for it; we use R-Zero's 0.3–0.7 band (REFERENCE §3 "Relatives", §5),
-    edges included, the same convention as the band filters in ``curricula.consistency``."""
+    SPICE gives no band for it; we use R-Zero's 0.3–0.7 band
+    (docs/algorithms.md#r-zero-and-absolute-zero), edges included, the same convention as the
+    band filters in ``curricula.consistency``."""
     return 1.0 if lo <= p_hat <= hi else 0.0
 
 

@@ -1,4 +1,4 @@
-"""Difficulty-adaptive samplers behind one small interface (REFERENCE §5).
+"""Difficulty-adaptive samplers behind one small interface (docs/algorithms.md#samplers).
 
 A sampler turns a ``TaskBuffer`` into a choice of tasks:
 

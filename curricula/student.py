@@ -1,4 +1,4 @@
-"""A simulated student for comparing samplers without a model (REFERENCE §5).
+"""A simulated student for comparing samplers without a model (docs/algorithms.md#samplers).
 
 The student is a Rasch model (item response theory; Rasch 1960): task i has a hidden difficulty
 d_i and a family f_i, the student an ability θ_f per family, and it solves task i with

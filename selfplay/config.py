@@ -122,7 +122,8 @@ class ClusterConfig(Strict):
 class RolloutConfig(Strict):
     """Synchronous (collect, then train) or asynchronous rollouts (collect step t+1 while
     training step t). Async trains on samples up to ``max_staleness`` policy versions old and
-    corrects for it with TIS (REFERENCE §7: bounded staleness + importance correction)."""
+    corrects for it with TIS: bounded staleness + importance correction
+    (docs/algorithms.md#async-rollouts)."""
 
     mode: Literal["sync", "async"] = "sync"
     max_staleness: int = Field(1, ge=1, le=4)

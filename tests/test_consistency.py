@@ -8,7 +8,14 @@ import time
 import pytest
 
 from curricula.answers import VERIFIER, answers_equal
-from curricula.consistency import answer_classes, in_band_code, in_band_paper, majority_vote
+from curricula.consistency import (
+    Consensus,
+    answer_classes,
+    consensus,
+    in_band_code,
+    in_band_paper,
+    majority_vote,
+)
 
 
 def test_equivalent_spellings_vote_together():
@@ -17,6 +24,17 @@ def test_equivalent_spellings_vote_together():
     label, p_hat = majority_vote(answers)
     assert label == "0.5"  # the class's most common spelling
     assert p_hat == pytest.approx(4 / 6)  # unanswered samples count in the denominator
+
+
+def test_consensus_says_whether_the_proposers_answer_joined_the_majority():
+    answers = ["1/2", "0.5", "1/3", "0.5"]
+    assert consensus(answers, reference="\\frac{1}{2}") == Consensus("0.5", 0.75, True)
+    assert consensus(answers, reference="1/3") == Consensus("0.5", 0.75, False)
+    assert consensus(answers, reference=None).agrees is False  # the proposer gave no answer
+    assert consensus(answers).agrees is None  # no reference asked about
+    assert consensus([None, None], reference="2") == Consensus(None, 0.0, None)
+    # the reference is classified after the answers: it never changes their classes
+    assert consensus(["2", "3"], reference="2").label == "2"
 
 
 def test_majority_vote_ties_and_empty():

@@ -1,5 +1,6 @@
 """Each sampler's distribution on hand-made buffers, against numbers worked out by hand
-(REFERENCE §5), plus DAPO's refill cap, ScaleRL's retire rule and determinism under a seed."""
+(docs/algorithms.md#samplers), plus DAPO's refill cap, ScaleRL's retire rule and determinism under a
+seed."""
 
 import asyncio
 import math

@@ -190,16 +190,9 @@ def test_learner_scores_top_p_turns_like_the_engine(pair):
 
 
 def _tiny(config_cls, model_cls, tokenizer_vocab: int, **extra):
-    config = config_cls(
-        vocab_size=tokenizer_vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        **extra,
-    )
+    config = config_cls(vocab_size=tokenizer_vocab, hidden_size=32, intermediate_size=64,
+                        num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                        max_position_embeddings=256, **extra)
     torch.manual_seed(0)
     model = model_cls(config)
     with torch.no_grad():  # logits large enough that a bias, a scale or a cap matters

@@ -1,4 +1,5 @@
-"""The learner's batch loss, value and gradient, against the REFERENCE §1 formulas by hand.
+"""The learner's batch loss, value and gradient, against the formulas of docs/algorithms.md#losses
+by hand.
 
 Each test builds a batch where the quantity it guards changes the answer: engine log-probs that
 differ from the trainer's (TIS), ADPO scales and per-sample ε_high that differ from the defaults,

@@ -198,15 +198,8 @@ def test_learned_absolute_positions_score_like_the_models_own_forward(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=300,
-        n_positions=64,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
+    config = GPT2Config(vocab_size=300, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                        bos_token_id=0, eos_token_id=0)
     GPT2LMHeadModel(config).save_pretrained(tmp_path)
     learner = Learner(tmp_path, LearnerSettings(lora=None, share_prefix=True))
     prompt = [(7 * i) % 300 for i in range(5)]

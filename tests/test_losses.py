@@ -202,7 +202,7 @@ def test_nucleus_keeps_the_token_whose_preceding_mass_equals_p():
 
 
 def test_cispo_default_cap_is_five_and_a_ratio_at_the_cap_is_not_clipped():
-    """REFERENCE §1: ε_max = 5; weight·Â with Â = 2 (|Â| ≠ 1, so Â and 1/Â differ)."""
+    """docs/algorithms.md#losses: ε_max = 5; weight·Â with Â = 2 (|Â| ≠ 1, so Â and 1/Â differ)."""
     logp = torch.log(torch.tensor([5.0, 5.5, 0.5]))
     adv = torch.tensor([2.0, 2.0, -2.0])
     loss, clipped = token_losses("cispo", logp, torch.zeros(3), adv, 0.2, torch.full((3,), 0.28))

@@ -4,7 +4,7 @@
   outcome (+1/−1) or a draw (0/0); a draw is exactly "no winner"; a game cut off at the turn
   limit is a draw; Kuhn Poker's winner is the chip leader and chips are conserved.
 - An invalid move at any point ends the game: the mover −1, the other +1.
-- Aggregation coefficients (REFERENCE §1) sum to the right total for any batch shape.
+- Aggregation coefficients (docs/algorithms.md#losses) sum to the right total for any batch shape.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from curricula.questions import GeneratedTask, is_correct, parse_challenger, rea
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import make_loop, validate
-from selfplay.types import Completion
 from tests.conftest import tiny_config
+from tests.scripted import ScriptedEngine as Scripted
 
 ROLES = {"challenger": {"prompt": "challenger"}, "reasoner": {"prompt": "reasoner"}}
 
@@ -43,43 +43,19 @@ def spice_config(tmp_path, roles=None, curriculum=None, **spice):
     return validate(config, "test")
 
 
-class ScriptedEngine:
-    """Replies by role: ``challenger(prompt, index)`` and ``reasoner(prompt)``; records the size of
-    every batch (one engine wave) and every prompt it saw."""
+class ScriptedEngine(Scripted):
+    """Replies by role: ``challenger(prompt, index)`` and ``reasoner(prompt)``."""
 
     def __init__(self, tokenizer, challenger, reasoner):
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         self.challenger, self.reasoner = challenger, reasoner
-        self.batches: list[int] = []
-        self.prompts: list[tuple[str, str]] = []
-        self.stops: list[tuple[str, tuple]] = []
         self.challenger_calls = 0
 
-    def generate(self, requests):
-        self.batches.append(len(requests))
-        out = []
-        for request in requests:
-            if request.prompt_ids is not None:
-                prompt = self.tokenizer.decode(request.prompt_ids)
-            else:  # what the role is asked, then the start of its reply
-                prompt = request.messages[-1]["content"] + request.prefill
-            self.prompts.append((request.role, prompt))
-            self.stops.append((request.role, request.sampling.stop))
-            if request.role == "challenger":
-                text = self.challenger(prompt, self.challenger_calls)
-                self.challenger_calls += 1
-            else:
-                text = self.reasoner(prompt)
-            out.append(
-                Completion(
-                    text=text,
-                    prompt_ids=[1, 2],
-                    token_ids=[3, 4, 5],
-                    logprobs=[-0.5] * 3,
-                    finish_reason="stop",
-                )
-            )
-        return out
+    def reply(self, request, prompt):
+        if request.role != "challenger":
+            return self.reasoner(prompt)
+        self.challenger_calls += 1
+        return self.challenger(prompt, self.challenger_calls - 1)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +104,8 @@ def challenger_rewards(episodes):
 
 # ---------------------------------------------------------------------- rewards, through the loop
 def test_variance_reward_table_through_the_loop(tmp_path, tokenizer):
-    """REFERENCE §4 at K = 8: j/8 correct → 0.044, 0.372, 0.823, 0.988, 1.0 (and symmetric)."""
+    """docs/algorithms.md#challenger-reward at K = 8: j/8 correct → 0.044, 0.372, 0.823, 0.988, 1.0
+    (and symmetric)."""
     loop = make_loop(spice_config(tmp_path, documents_per_step=9))
     engine = ScriptedEngine(
         tokenizer,

@@ -9,34 +9,19 @@ from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import validate
 from selfplay.loops.spiral import GameSpec, SpiralLoop
 from selfplay.stats.games import eval_metrics
-from selfplay.types import Completion
 from tests.conftest import tiny_config
+from tests.scripted import ScriptedEngine as Scripted
 
 
-class ScriptedEngine:
+class ScriptedEngine(Scripted):
     """Answers every request with ``choose(prompt_text)``; records batch sizes and adapters."""
 
     def __init__(self, choose):
+        super().__init__()
         self.choose = choose
-        self.batches: list[int] = []
-        self.adapters: list[str] = []
 
-    def generate(self, requests):
-        self.batches.append(len(requests))
-        out = []
-        for request in requests:
-            self.adapters.append(request.adapter)
-            text = self.choose(request.messages[-1]["content"])
-            out.append(
-                Completion(
-                    text=text,
-                    prompt_ids=[1, 2],
-                    token_ids=[3, 4, 5],
-                    logprobs=[-0.5] * 3,
-                    finish_reason="stop",
-                )
-            )
-        return out
+    def reply(self, request, prompt):
+        return self.choose(prompt)
 
 
 def first_legal(prompt: str) -> str:

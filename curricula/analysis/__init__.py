@@ -1,4 +1,5 @@
-"""Curriculum analysis: what a run generated, how hard, how diverse, how true (REFERENCE §6).
+"""Curriculum analysis: what a run generated, how hard, how diverse, how true
+(docs/algorithms.md#curriculum-analysis-metrics).
 
 Pure functions over plain data (lists of task/episode dicts, arrays of numbers): every metric is
 testable on hand-made data and knows nothing of run folders. ``selfplay.analysis`` reads a run

@@ -1,6 +1,6 @@
 """Difficulty: the solver's pass rate p̂ per task or group, its histogram per step or iteration,
 the share of zero-variance groups, and the p̂ a curriculum aims at against what it got
-(REFERENCE §5, §6).
+(docs/algorithms.md#samplers, #curriculum-analysis-metrics).
 """
 
 from __future__ import annotations

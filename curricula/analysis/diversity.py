@@ -1,5 +1,6 @@
-"""Diversity of generated tasks (REFERENCE §6): self-BLEU, distinct-n, BLEU-distance clusters,
-embedding dispersion and clusters, near-duplicates within and across iterations.
+"""Diversity of generated tasks (docs/algorithms.md#curriculum-analysis-metrics): self-BLEU,
+distinct-n, BLEU-distance clusters, embedding dispersion and clusters, near-duplicates within
+and across iterations.
 
 Text metrics take lists of strings; embedding metrics take an (n, d) array of unit vectors, so
 they are testable on hand-made vectors. ``embed_texts`` uses the corpora embedder (the offline

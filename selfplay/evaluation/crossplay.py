@@ -1,4 +1,5 @@
-"""``selfplay crossplay RUN``: the run's saved snapshots against each other (REFERENCE §6).
+"""``selfplay crossplay RUN``: the run's saved snapshots against each other
+(docs/algorithms.md#curriculum-analysis-metrics).
 
 - **Games** (SPIRAL): every snapshot against every other, seats alternating, ``games`` games per
   ordered pair; a win-rate matrix (a draw counts ½; an invalid move loses) and ratings from

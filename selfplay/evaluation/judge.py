@@ -1,4 +1,5 @@
-"""An LLM judge for free-form answers, bias-corrected (REFERENCE §6; arXiv 2511.21140).
+"""An LLM judge for free-form answers, bias-corrected (arXiv 2511.21140;
+docs/algorithms.md#bias-corrected-llm-as-judge).
 
 The judge (the ``judge`` role prompt) says yes/no for (question, reference, response). Its raw
 "yes" share p̂ is biased by its errors; a labelled calibration set (JSONL rows ``question``,

@@ -1,4 +1,4 @@
-"""Advantage estimators, always per role (REFERENCE.md §1, §2, §3).
+"""Advantage estimators, always per role (docs/algorithms.md: #advantages, #rae, #adpo).
 
 - Group-relative: GRPO (mean/std), Dr. GRPO (mean only), RLOO (Dr. GRPO × G/(G−1)).
   Groups are (group_id, role): roles never share a baseline.

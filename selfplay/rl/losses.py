@@ -1,4 +1,4 @@
-"""Token objectives, aggregation modes and TIS (REFERENCE.md §1).
+"""Token objectives, aggregation modes and TIS (docs/algorithms.md#losses).
 
 The learner computes, for every model token t of every sample, a token loss ℓ_t and multiplies
 it by a *coefficient* c_t fixed by the aggregation mode over the whole batch, so that
@@ -177,7 +177,8 @@ def chunked_logprobs(
 
     π is the distribution the engine sampled from: logits = transform(hidden·Wᵀ + bias) / T,
     restricted to the top-p nucleus and renormalised when ``top_p`` [N] has entries < 1
-    (REFERENCE §1, TIS needs the probability the token was really drawn with). ``temperature``
+    (TIS needs the probability the token was really drawn with; docs/algorithms.md#losses).
+    ``temperature``
     is a number or a per-token [N] tensor. Each chunk's logits are recomputed in the backward
     pass (activation checkpointing), so the peak holds one chunk of logits instead of the whole
     batch's full-vocabulary log-softmax.

@@ -8,7 +8,8 @@ a sample trained at step s (learner version s) is at most ``max_staleness`` vers
 
 Importance correction: the learner's proximal policy is its own current weights and the
 behaviour policy is the engine's log-probs, so the TIS weight min(π_learner / π_engine, cap)
-covers both the engine/trainer mismatch and staleness, as in decoupled PPO (AReaL; REFERENCE §7).
+covers both the engine/trainer mismatch and staleness, as in decoupled PPO (AReaL;
+docs/algorithms.md#async-rollouts).
 Async configs must keep ``train.tis_cap`` set (the config validator says so).
 
 Evaluations keep their synchronous meaning: the producer waits for the weights of version s

@@ -1,4 +1,4 @@
-"""ScaleRL compute curves (REFERENCE §6; arXiv 2510.13786).
+"""ScaleRL compute curves (arXiv 2510.13786; docs/algorithms.md#scalerl-compute-curves).
 
 The held-out score R against compute C (tokens generated, or GPU-hours) follows a sigmoid in
 log C:

@@ -1,4 +1,4 @@
-"""Bias-corrected LLM-as-judge (REFERENCE §6; arXiv 2511.21140).
+"""Bias-corrected LLM-as-judge (arXiv 2511.21140; docs/algorithms.md#bias-corrected-llm-as-judge).
 
 A judge that says "correct" for a share p̂ of the test answers over-/under-counts when it errs.
 On a labelled calibration set it has specificity q₀ = P(judge says wrong | wrong) and

@@ -1,4 +1,5 @@
-"""pass@k from n samples of which c are correct, unbiased (Chen et al. 2021; REFERENCE §6).
+"""pass@k from n samples of which c are correct, unbiased (Chen et al. 2021;
+docs/algorithms.md#unbiased-passk).
 
     pass@k = 1 − C(n−c, k) / C(n, k)
 

@@ -183,23 +183,24 @@ def test_replica_killed_during_generate_is_restarted_and_shard_rerun(pool, refer
     assert isinstance(pool, Engine) and pool.live_replicas == 2
 
 
+def pool_world(config, run_dir, pool, model_path, engine) -> World:
+    """runner.build's world with the pool as its engine (``engine``: the pool as the policy
+    sees it)."""
+    learner = Learner(model_path, learner_settings(config), config.adapters(), config.engine.device)
+    policy = BatchingPolicy(engine)
+    return World(
+        config, run_dir, pool, learner, make_loop(config), policy,
+        PolicySnapshots(learner, pool, policy), RunLogger(run_dir, config, resume=False),
+        Checkpointer(run_dir, config.checkpoint.keep),
+    )
+
+
 def test_two_replicas_serve_one_experiment_step(pool, reference, config, tiny_model_path, tmp_path):
     """runner.build's world with the pool as its engine; a replica dies during the rollout."""
     adapters = config.adapters()
     run_dir = tmp_path / "run"
-    learner = Learner(tiny_model_path, learner_settings(config), adapters, config.engine.device)
-    policy = BatchingPolicy(KillOnFirstBatch(pool, victim=pool.actors[1]))
-    world = World(
-        config,
-        run_dir,
-        pool,
-        learner,
-        make_loop(config),
-        policy,
-        PolicySnapshots(learner, pool, policy),
-        RunLogger(run_dir, config, resume=False),
-        Checkpointer(run_dir, config.checkpoint.keep),
-    )
+    world = pool_world(config, run_dir, pool, tiny_model_path,
+                       KillOnFirstBatch(pool, victim=pool.actors[1]))
     for adapter in adapters:  # start from the learner's weights, as a fresh run does
         pool.load_weights(adapter, world.learner.adapter_weights(adapter))
     restarts = pool.restarts
@@ -229,19 +230,8 @@ def test_async_run_survives_a_replica_death(pool, tiny_model_path, tmp_path):
         tiny_config(tmp_path, train={"steps": steps}, rollout={"mode": "async"}), "async"
     )
     run_dir = tmp_path / "run"
-    learner = Learner(tiny_model_path, learner_settings(config), config.adapters(), None)
-    policy = BatchingPolicy(KillOnFirstBatch(pool, victim=pool.actors[0], at_call=3))
-    world = World(
-        config,
-        run_dir,
-        pool,
-        learner,
-        make_loop(config),
-        policy,
-        PolicySnapshots(learner, pool, policy),
-        RunLogger(run_dir, config, resume=False),
-        Checkpointer(run_dir, config.checkpoint.keep),
-    )
+    world = pool_world(config, run_dir, pool, tiny_model_path,
+                       KillOnFirstBatch(pool, victim=pool.actors[0], at_call=3))
     for adapter in config.adapters():
         pool.load_weights(adapter, world.learner.adapter_weights(adapter))
     restarts = pool.restarts
