@@ -3,8 +3,8 @@
 This module holds the sections every experiment shares (model, engine, sampling, train,
 advantage, roles, ...). It names no loop: each loop declares the model of its own section in
 its own module (``Loop.Settings``), and ``selfplay.loops.validate`` checks that section, under
-the key the loop names (``spiral:`` for ``loop: spiral``, ``drill:`` for a plug-in loop whose
-class says ``name = "drill"``), the same way for built-in and plug-in loops.
+the key the loop names (``drill:`` for a loop whose class says ``name = "drill"``), the same
+way for built-in and plug-in loops.
 
 Every error a user can make (unknown key, wrong type, missing file, malformed YAML) becomes a
 ``UserError`` whose message is one line naming the file and the key; the CLI exits with code 2.
@@ -155,7 +155,7 @@ class ExperimentConfig(Strict):
 
     name: str
     description: str = ""
-    # a built-in loop (rlvr, spiral, agent0, spice), "module:Class", or an entry-point name;
+    # a registered loop name, "module:Class", or an entry-point name;
     # resolved by the loop registry (selfplay.loops)
     loop: str
     seed: int = 0
@@ -258,7 +258,7 @@ def apply_override(data: dict, override: str) -> None:
 
 def one_line(exc: ValidationError, source: str, prefix: str = "") -> str:
     """A pydantic error as one line naming the source and the key (``prefix``: the section the
-    model validated, e.g. ``spiral``)."""
+    model validated, the loop's name)."""
     error = exc.errors()[0]
     parts = [prefix] if prefix else []
     parts += [str(p) for p in error["loc"] if not str(p).startswith("function-after")]
