@@ -22,7 +22,7 @@ def load_policy(run: str | None, model: str):
     """An hf engine with the run's latest trained LoRA weights (or the bare model)."""
     from selfplay.engines.hf import HFEngine, lora_spec
     from selfplay.engines.models import resolve_model_path
-    from selfplay.running.checkpoint import Checkpointer
+    from selfplay.running.checkpoint import Checkpointer, trainable_weights
 
     if run is None:
         return HFEngine(resolve_model_path(model)), "base"
@@ -30,8 +30,8 @@ def load_policy(run: str | None, model: str):
     if not (run_dir / "config.yaml").exists():
         raise UserError(f"{run_dir} is not a run folder (no config.yaml)")
     config = validate(read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
-    loaded = Checkpointer(run_dir).load()
-    if loaded is None:
+    latest = Checkpointer(run_dir).latest()
+    if latest is None:
         raise UserError(f"{run_dir} has no checkpoint yet")
     engine = HFEngine(
         resolve_model_path(config.model.path),
@@ -41,7 +41,7 @@ def load_policy(run: str | None, model: str):
     )
     params = dict(engine.model.named_parameters())
     with torch.no_grad():
-        for name, value in loaded[1]["learner"]["trainable"].items():
+        for name, value in trainable_weights(latest).items():
             params[name].copy_(value)
     role = next(iter(config.roles.values()))
     return engine, role.adapter_name(next(iter(config.roles)))

@@ -14,6 +14,7 @@ from selfplay.config import ExperimentConfig
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.running import runner
+from selfplay.running.checkpoint import trainable_weights
 
 STEP_ZERO = 0  # the initial policy: the base model (LoRA adapters start at zero)
 
@@ -86,10 +87,7 @@ class RunModel:
                 raise UserError("side-by-side snapshots need train.finetune: lora")
             if snapshot.path is None:
                 raise UserError("a fully fine-tuned run has no step-0 snapshot")
-        trainable = (
-            {} if snapshot.path is None
-            else torch.load(snapshot.path / "state.pt", weights_only=False)["learner"]["trainable"]
-        )
+        trainable = {} if snapshot.path is None else trainable_weights(snapshot.path)
         if not self.lora:
             self.engine.load_weights(None, trainable)
             return

@@ -1,8 +1,10 @@
 """Atomic, resumable checkpoints: learner weights and optimizer, RNG states, loop state.
 
-``checkpoints/step-N/`` holds everything needed to start step N. It is written into a hidden
-temporary folder and renamed into place, then ``checkpoints/latest`` is replaced atomically,
-so a crash at any moment leaves the previous checkpoint intact.
+``checkpoints/step-N/`` holds everything needed to start step N: ``state.pt`` (loop, snapshots,
+RNG) and ``learner/`` (trainable weights, optimizer, version: a ``torch.distributed.checkpoint``
+folder written by every rank, so a run resumes on any number of ranks). It is written into a
+hidden temporary folder and renamed into place, then ``checkpoints/latest`` is replaced
+atomically, so a crash at any moment leaves the previous checkpoint intact.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from selfplay.training import state as learner_state
+
+LEARNER = "learner"  # the learner's folder inside a checkpoint
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -52,32 +58,31 @@ class Checkpointer:
         self.keep = keep
         self.archive_every = archive_every
 
-    def save(self, next_step: int, state: dict) -> Path:
+    def save(self, next_step: int, state: dict, learner=None) -> Path:
+        """``state`` (everything but the learner) and, with ``learner``, its own folder."""
         target = self.root / f"step-{next_step:06d}"
         tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".tmp-"))
         torch.save(state, tmp / "state.pt")
+        if learner is not None:
+            learner.save(tmp / LEARNER)
         (tmp / "meta.json").write_text(json.dumps({"next_step": next_step}))
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
         write_text_atomic(self.root / "latest", target.name)
-        if self.archive_every and next_step % self.archive_every == 0:
-            self.archive(next_step, state)
+        if learner is not None and self.archive_every and next_step % self.archive_every == 0:
+            self.archive(next_step, learner.trainable_weights(), learner.version)
         self._prune()
         return target
 
-    def archive(self, next_step: int, state: dict) -> Path:
+    def archive(self, next_step: int, trainable: dict, version: int) -> Path:
         """The learner's trainable weights (LoRA adapters, or the whole model when fully
         fine-tuned) and version, without optimizer, RNG or loop state."""
         folder = self.root / "archive"
         folder.mkdir(exist_ok=True)
         target = folder / f"step-{next_step:06d}"
         tmp = Path(tempfile.mkdtemp(dir=folder, prefix=".tmp-"))
-        learner = state["learner"]
-        torch.save(
-            {"learner": {"trainable": learner["trainable"], "version": learner["version"]}},
-            tmp / "state.pt",
-        )
+        torch.save({"learner": {"trainable": trainable, "version": version}}, tmp / "state.pt")
         (tmp / "meta.json").write_text(json.dumps({"next_step": next_step, "archive": True}))
         if target.exists():
             shutil.rmtree(target)
@@ -91,12 +96,13 @@ class Checkpointer:
         path = self.root / pointer.read_text().strip()
         return path if (path / "state.pt").exists() else None
 
-    def load(self) -> tuple[int, dict] | None:
+    def load(self) -> tuple[int, dict, Path] | None:
+        """(the step to start, the saved state, the checkpoint folder) of the latest one."""
         path = self.latest()
         if path is None:
             return None
         meta = json.loads((path / "meta.json").read_text())
-        return meta["next_step"], torch.load(path / "state.pt", weights_only=False)
+        return meta["next_step"], torch.load(path / "state.pt", weights_only=False), path
 
     def _prune(self) -> None:
         steps = sorted(p for p in self.root.glob("step-*") if p.is_dir())
@@ -104,3 +110,11 @@ class Checkpointer:
             shutil.rmtree(old, ignore_errors=True)
         for tmp in [*self.root.glob(".tmp-*"), *self.root.glob("archive/.tmp-*")]:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def trainable_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    """The trainable weights of a full or archived checkpoint folder, by parameter name."""
+    checkpoint = Path(checkpoint)
+    if (checkpoint / LEARNER).is_dir():
+        return learner_state.read_weights(checkpoint / LEARNER)
+    return torch.load(checkpoint / "state.pt", weights_only=False)["learner"]["trainable"]

@@ -25,7 +25,7 @@ from selfplay.loops import make_loop, validate
 from selfplay.loops.base import Loop
 from selfplay.rl.advantages import drop_zero_advantage
 from selfplay.rl.losses import LOSS_PRESETS
-from selfplay.running.checkpoint import Checkpointer, restore_rng, rng_state
+from selfplay.running.checkpoint import LEARNER, Checkpointer, restore_rng, rng_state
 from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
 from selfplay.running.tracking import RunLogger, console, episode_metrics, read_metrics
 from selfplay.running.weights import PolicySnapshots, sync_weights
@@ -121,8 +121,8 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
 
 
 def checkpoint_state(world: World) -> dict:
+    """Everything a checkpoint holds besides the learner (which writes its own folder)."""
     return {
-        "learner": world.learner.state_dict(),
         "loop": world.loop.state_dict(),
         "snapshots": world.snapshots.state_dict(),
         "rng": rng_state(),
@@ -136,8 +136,11 @@ def restore(world: World) -> int:
     loaded = world.checkpointer.load()
     if loaded is None:
         return 0
-    next_step, state = loaded
-    world.learner.load_state_dict(state["learner"])
+    next_step, state, path = loaded
+    if (path / LEARNER).is_dir():
+        world.learner.load(path / LEARNER)
+    else:  # a checkpoint written before learner folders
+        world.learner.load_state_dict(state["learner"])
     world.loop.load_state_dict(state["loop"])
     restore_rng(state["rng"])
     if state.get("engine_rng") is not None and hasattr(world.engine, "generator"):
@@ -204,7 +207,7 @@ def run(world: World, start_step: int) -> list[dict]:
             reward = next((v for k, v in metrics.items() if k.startswith("reward/")), None)
             logger.advance(reward, metrics["rollout/tokens_per_s"])
             if (step + 1) % config.checkpoint.every == 0 or step + 1 == config.train.steps:
-                world.checkpointer.save(step + 1, checkpoint_state(world))
+                world.checkpointer.save(step + 1, checkpoint_state(world), world.learner)
                 world.loop.save_artifacts(world.run_dir)  # e.g. curriculum/tasks.csv
         if start_step <= config.train.steps and not _final_logged(world):
             final = asyncio.run(world.loop.evaluate(world.policy, config.train.steps))

@@ -1,13 +1,15 @@
-"""The learner: LoRA (one shared adapter or one per role) or full fine-tuning on one base model.
+"""The learner: LoRA (one shared adapter or one per role) or full fine-tuning on one base model,
+in one process (``train.parallel.ranks: 1``; ``training/sharded.py`` is the same interface over
+N FSDP2 ranks).
 
 One ``step(samples)`` is one optimizer update (``epochs`` > 1 repeats it PPO-style on the same
-samples against the log-probs of the first pass). Log-probs are computed from the decoder's
-hidden states in chunks (``losses.chunked_logprobs``) so the batch's full-vocabulary
-log-softmax never exists at once; each token is scored under the distribution the engine drew
-it from (its temperature, its top-p nucleus renormalised, and the model's own logit head: bias,
-scaling, soft-capping; ``logit_transform`` refuses a head it cannot reproduce). Samples of one
-adapter share a micro-batch (peft trains one active adapter per forward); coefficients are fixed
-over the whole batch first, so gradient accumulation over micro-batches is exact.
+samples against the log-probs of the first pass). The samples become micro-batches
+(``training/batches.py``: coefficients fixed over the whole batch first, so gradient
+accumulation over micro-batches is exact) scored by ``training/scoring.py``; the model's logit
+head is reproduced from its hidden states (``logit_transform`` refuses a head it cannot
+reproduce). Learner state (trainable weights, optimizer, version) is saved with
+``torch.distributed.checkpoint`` (``training/state.py``), so a run resumes on any number of
+ranks.
 """
 
 from __future__ import annotations
@@ -21,15 +23,10 @@ import torch
 from selfplay.core.errors import UserError
 from selfplay.engines.hf import LoraSpec, attach_adapters
 from selfplay.engines.models import load_causal_lm
-from selfplay.rl.losses import (
-    Aggregation,
-    LogitTransform,
-    Objective,
-    chunked_logprobs,
-    tis_weights,
-    token_coefficients,
-    token_losses,
-)
+from selfplay.rl.losses import Aggregation, LogitTransform, Objective, chunked_logprobs
+from selfplay.training import state as learner_state
+from selfplay.training.batches import MicroBatch, micro_batches
+from selfplay.training.scoring import Scorer
 from selfplay.types import Sample
 
 
@@ -52,26 +49,6 @@ class LearnerSettings:
     gradient_checkpointing: bool = False
     share_prefix: bool = True  # run a group's shared prompt once per micro-batch
     lora: LoraSpec | None = field(default_factory=LoraSpec)  # None → full fine-tuning
-
-
-@dataclass
-class _MicroBatch:
-    adapter: str
-    input_ids: torch.Tensor  # [B, T]
-    attention: torch.Tensor  # [B, T]
-    rows: torch.Tensor  # [N] batch row of each scored token
-    cols: torch.Tensor  # [N] position whose hidden state predicts the token
-    targets: torch.Tensor  # [N]
-    advantages: torch.Tensor  # [N] Â·scale
-    coefficients: torch.Tensor  # [N] aggregation coefficient c_t
-    eps_high: torch.Tensor  # [N]
-    engine_logprobs: torch.Tensor  # [N]
-    temperature: torch.Tensor  # [N]
-    top_p: torch.Tensor  # [N] nucleus each token was sampled from (1: none)
-    logp_old: torch.Tensor | None = None  # [N], first-pass log-probs (PPO epochs)
-    # Shared-prefix batches (a GRPO group: one prompt, several completions): the prompt runs
-    # once and its KV cache is expanded to every row; input_ids then holds completions only.
-    prefix_ids: torch.Tensor | None = None  # [1, P]
 
 
 class Learner:
@@ -98,24 +75,23 @@ class Learner:
             if settings.lora is not None:
                 model.enable_input_require_grads()
         self.model = model.to(self.device)
-        self._mark_trainable()
-        self.optimizer = torch.optim.AdamW(
-            [p for p in self.model.parameters() if p.requires_grad],
-            lr=settings.lr,
-            weight_decay=settings.weight_decay,
-        )
+        self.scorer = Scorer(self.model, self.adapters, settings, self.logit_transform, self.device)
+        self.scorer.mark_trainable()
+        self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
         self.version = 0  # number of optimizer steps taken
 
-    # ------------------------------------------------------------------ weights
-    def _mark_trainable(self) -> None:
-        """All adapters trainable (peft's set_adapter would freeze the inactive ones)."""
-        if not self.adapters:
-            for param in self.model.parameters():
-                param.requires_grad_(True)
-            return
-        for name, param in self.model.named_parameters():
-            param.requires_grad_(any(f".{a}." in name for a in self.adapters) and "lora_" in name)
+    @property
+    def settings(self) -> LearnerSettings:
+        return self._settings
 
+    @settings.setter
+    def settings(self, settings: LearnerSettings) -> None:
+        """New settings reach the scorer too (tests vary the loss on one loaded model)."""
+        self._settings = settings
+        if hasattr(self, "scorer"):
+            self.scorer.settings = settings
+
+    # ------------------------------------------------------------------ weights
     def adapter_weights(self, adapter: str) -> dict[str, torch.Tensor]:
         from peft import get_peft_model_state_dict
 
@@ -125,12 +101,13 @@ class Learner:
     def full_weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach() for k, v in self.model.state_dict().items()}
 
+    def trainable_weights(self) -> dict[str, torch.Tensor]:
+        """What training changes, by parameter name: the LoRA tensors, or the whole model."""
+        return {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
+
     def state_dict(self) -> dict:
-        trainable = {
-            n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad
-        }
         return {
-            "trainable": trainable,
+            "trainable": self.trainable_weights(),
             "optimizer": self.optimizer.state_dict(),
             "version": self.version,
         }
@@ -143,6 +120,14 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.version = state["version"]
 
+    def save(self, folder: Path) -> None:
+        """Trainable weights, optimizer and version into ``folder`` (a sharded checkpoint that
+        any number of ranks can load)."""
+        learner_state.save(self.model, self.optimizer, self.version, folder)
+
+    def load(self, folder: Path) -> None:
+        self.version = learner_state.load(self.model, self.optimizer, folder)
+
     # ------------------------------------------------------------------ training
     def step(self, samples: list[Sample]) -> dict[str, float]:
         """One optimizer update on ``samples`` (already filtered of zero advantages)."""
@@ -153,9 +138,7 @@ class Learner:
         batches = self._micro_batches(samples)
         self.model.train()
         if self.settings.epochs > 1:
-            with torch.no_grad():
-                for batch in batches:
-                    batch.logp_old = self._token_logprobs(batch)[0].detach()
+            self.scorer.first_pass(batches)
         stats: dict[str, float] = {}
         for _ in range(self.settings.epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -168,7 +151,7 @@ class Learner:
             self.optimizer.step()
         self.model.eval()
         self.version += 1
-        tokens = sum(int(b.targets.numel()) for b in batches)
+        tokens = sum(b.tokens for b in batches)
         elapsed = time.perf_counter() - start
         stats |= {
             "train/samples": float(len(samples)),
@@ -178,106 +161,14 @@ class Learner:
         }
         return stats
 
-    def _accumulate(self, batches: list[_MicroBatch]) -> dict[str, float]:
-        totals = {
-            "loss": 0.0,
-            "clip": 0.0,
-            "entropy": 0.0,
-            "mismatch_k1": 0.0,
-            "mismatch_abs": 0.0,
-            "tis": 0.0,
-        }
-        mismatch_max, n_tokens = 0.0, 0
-        for batch in batches:
-            logp, entropy = self._token_logprobs(batch)
-            logp_old = batch.logp_old if batch.logp_old is not None else logp.detach()
-            losses, clipped = token_losses(
-                self.settings.objective,
-                logp,
-                logp_old,
-                batch.advantages,
-                self.settings.eps_low,
-                batch.eps_high,
-                self.settings.cispo_eps_max,
-            )
-            weights = tis_weights(logp_old, batch.engine_logprobs, self.settings.tis_cap)
-            loss = (losses * weights * batch.coefficients).sum()
-            loss.backward()
-            diff = (batch.engine_logprobs - logp_old).detach()
-            n = int(logp.numel())
-            n_tokens += n
-            totals["loss"] += loss.item()
-            totals["clip"] += float(clipped.sum())
-            totals["entropy"] += float(entropy.sum())
-            totals["mismatch_k1"] += float(diff.sum())
-            totals["mismatch_abs"] += float(diff.abs().sum())
-            totals["tis"] += float(weights.sum())
-            mismatch_max = max(mismatch_max, float(diff.abs().max()))
-        per_token = max(n_tokens, 1)
-        return {
-            "train/loss": totals["loss"],
-            "train/clip_frac": totals["clip"] / per_token,
-            "train/entropy": totals["entropy"] / per_token,
-            # E_engine[log π_engine − log π_trainer] estimates KL(engine ‖ trainer)
-            "train/mismatch_kl": totals["mismatch_k1"] / per_token,
-            "train/mismatch_abs_mean": totals["mismatch_abs"] / per_token,
-            "train/mismatch_abs_max": mismatch_max,
-            "train/tis_weight_mean": totals["tis"] / per_token,
-        }
+    def _accumulate(self, batches: list[MicroBatch]) -> dict[str, float]:
+        return self.scorer.accumulate(batches).metrics()
 
-    def _token_logprobs(self, batch: _MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.adapters:
-            self.model.set_adapter(batch.adapter)
-            self._mark_trainable()
-        core = self.model.get_base_model() if self.adapters else self.model
-        hidden = self._predicting_hidden(core.get_decoder(), batch)
-        selected = hidden[batch.rows, batch.cols]
-        head = core.get_output_embeddings()
-        # the distribution the engine sampled each token from: the model's own logits
-        # (bias, scaling, soft-capping), that token's temperature and top-p nucleus
-        return chunked_logprobs(
-            selected,
-            head.weight,
-            batch.targets,
-            batch.temperature,
-            self.settings.logprob_chunk_size,
-            bias=getattr(head, "bias", None),
-            top_p=batch.top_p,
-            transform=self.logit_transform,
-        )
+    def _token_logprobs(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.scorer.token_logprobs(batch)
 
-    def _predicting_hidden(self, decoder, batch: _MicroBatch) -> torch.Tensor:
-        """Hidden states indexed so that ``[row, col]`` predicts the token ``batch`` scores."""
-        if batch.prefix_ids is None:
-            positions = (batch.attention.cumsum(-1) - 1).clamp(min=0)
-            return decoder(
-                input_ids=batch.input_ids, attention_mask=batch.attention, position_ids=positions
-            ).last_hidden_state
-        from transformers import DynamicCache
-
-        rows, width = batch.input_ids.shape
-        prefix_len = batch.prefix_ids.shape[1]
-        cache = DynamicCache()
-        prefix = decoder(
-            input_ids=batch.prefix_ids,
-            position_ids=torch.arange(prefix_len, device=self.device)[None],
-            past_key_values=cache,
-            use_cache=True,
-        ).last_hidden_state  # [1, P, H]
-        # Autograd flows through the expanded cache, so every row's gradient reaches the prompt
-        # computation exactly as if the prompt had been run once per row.
-        cache.batch_repeat_interleave(rows)
-        attention = torch.cat([batch.attention.new_ones((rows, prefix_len)), batch.attention], 1)
-        positions = prefix_len + torch.arange(width, device=self.device)[None].expand(rows, -1)
-        suffix = decoder(
-            input_ids=batch.input_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-        ).last_hidden_state  # [B, S, H]
-        first = prefix[:, -1:].expand(rows, 1, prefix.shape[-1])  # predicts completion token 0
-        return torch.cat([first, suffix[:, :-1]], dim=1)
+    def _mark_trainable(self) -> None:
+        self.scorer.mark_trainable()
 
     def score(self, samples: list[Sample]) -> list[list[float]]:
         """Trainer log-probs of every model token of each sample (for tests and diagnostics)."""
@@ -289,96 +180,22 @@ class Learner:
         return out
 
     # ------------------------------------------------------------------ batching
-    def _micro_batches(self, samples: list[Sample]) -> list[_MicroBatch]:
-        coefficients = token_coefficients(
-            samples, self.settings.aggregation, self.settings.max_new_tokens
+    def _micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
+        batches = micro_batches(
+            samples,
+            self.adapters,
+            aggregation=self.settings.aggregation,
+            max_new_tokens=self.settings.max_new_tokens,
+            micro_batch_size=self.settings.micro_batch_size,
+            eps_high=self.settings.eps_high,
+            share_prefixes=self.share_prefixes,
         )
-        by_adapter: dict[str, list[tuple[Sample, float]]] = {}
-        for sample, c in zip(samples, coefficients, strict=True):
-            adapter = (
-                sample.turn.adapter
-                if sample.turn.adapter in self.adapters
-                else (self.adapters[0] if self.adapters else "full")
-            )
-            by_adapter.setdefault(adapter, []).append((sample, c))
-        batches = []
-        size = self.settings.micro_batch_size
-        for adapter, items in by_adapter.items():
-            by_prompt: dict[tuple[int, ...], list[tuple[Sample, float]]] = {}
-            for item in items:
-                by_prompt.setdefault(tuple(item[0].turn.prompt_ids), []).append(item)
-            singles = []
-            for group in by_prompt.values():
-                if len(group) < 2 or not self.share_prefixes:
-                    singles += group
-                    continue
-                for start in range(0, len(group), size):
-                    batches.append(self._collate(adapter, group[start : start + size], True))
-            singles.sort(
-                key=lambda item: len(item[0].turn.prompt_ids) + len(item[0].turn.completion_ids)
-            )
-            for start in range(0, len(singles), size):
-                batches.append(self._collate(adapter, singles[start : start + size]))
-        return batches
+        return [batch.to(self.device) for batch in batches]
 
     @property
     def share_prefixes(self) -> bool:
         # HF disables the KV cache under gradient checkpointing, which the prefix path needs.
         return self.settings.share_prefix and not self.settings.gradient_checkpointing
-
-    def _collate(
-        self, adapter: str, items: list[tuple[Sample, float]], shared_prefix: bool = False
-    ) -> _MicroBatch:
-        def row_ids(turn) -> list[int]:
-            return turn.completion_ids if shared_prefix else turn.prompt_ids + turn.completion_ids
-
-        width = max(len(row_ids(s.turn)) for s, _ in items)
-        input_ids = torch.zeros((len(items), width), dtype=torch.long)
-        attention = torch.zeros((len(items), width), dtype=torch.long)
-        rows, cols, targets, adv, coef, eps, engine, temp, top_p = ([] for _ in range(9))
-        for row, (sample, c) in enumerate(items):
-            turn = sample.turn
-            ids = row_ids(turn)
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention[row, : len(ids)] = 1
-            for k, (token, mask) in enumerate(
-                zip(turn.completion_ids, turn.loss_mask, strict=True)
-            ):
-                if not mask:
-                    continue  # tool output: conditioned on, never trained on
-                rows.append(row)
-                # the hidden state that predicts completion token k
-                cols.append(k if shared_prefix else len(turn.prompt_ids) + k - 1)
-                targets.append(token)
-                adv.append(sample.advantage * sample.advantage_scale)
-                coef.append(c)
-                eps.append(
-                    sample.eps_high if sample.eps_high is not None else self.settings.eps_high
-                )
-                engine.append(turn.engine_logprobs[k])
-                # greedy turns (T = 0) carry T = 1 log-probs of the untruncated distribution
-                greedy = turn.temperature <= 0
-                temp.append(1.0 if greedy else turn.temperature)
-                top_p.append(1.0 if greedy else turn.top_p)
-        d = self.device
-        f32 = {"dtype": torch.float32, "device": d}
-        return _MicroBatch(
-            adapter=adapter,
-            input_ids=input_ids.to(d),
-            attention=attention.to(d),
-            rows=torch.tensor(rows, dtype=torch.long, device=d),
-            cols=torch.tensor(cols, dtype=torch.long, device=d),
-            targets=torch.tensor(targets, dtype=torch.long, device=d),
-            advantages=torch.tensor(adv, **f32),
-            coefficients=torch.tensor(coef, **f32),
-            eps_high=torch.tensor(eps, **f32),
-            engine_logprobs=torch.tensor(engine, **f32),
-            temperature=torch.tensor(temp, **f32),
-            top_p=torch.tensor(top_p, **f32),
-            prefix_ids=torch.tensor([items[0][0].turn.prompt_ids], device=d)
-            if shared_prefix
-            else None,
-        )
 
 
 def logit_transform(model, model_path: Path | str) -> LogitTransform:

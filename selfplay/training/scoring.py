@@ -1,0 +1,161 @@
+"""The model side of a learner step, shared by the one-process learner and every sharded rank:
+log-probs of a micro-batch's tokens under the policy, and the loss and gradient of a list of
+micro-batches accumulated into the model's ``.grad``.
+
+Log-probs come from the decoder's hidden states in chunks (``losses.chunked_logprobs``), so the
+batch's full-vocabulary log-softmax never exists at once; each token is scored under the
+distribution the engine drew it from (its temperature, its top-p nucleus renormalised, and the
+model's own logit head).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from selfplay.rl.losses import LogitTransform, chunked_logprobs, tis_weights, token_losses
+from selfplay.training.batches import MicroBatch
+
+SUMS = ("loss", "clip", "entropy", "mismatch_k1", "mismatch_abs", "tis", "tokens")
+
+
+@dataclass
+class Totals:
+    """Sums over the scored tokens of the micro-batches a process ran (ranks add theirs up)."""
+
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SUMS, 0.0))
+    mismatch_max: float = 0.0
+
+    def add(self, other: Totals) -> Totals:
+        return Totals(
+            {k: self.sums[k] + other.sums[k] for k in SUMS},
+            max(self.mismatch_max, other.mismatch_max),
+        )
+
+    def metrics(self) -> dict[str, float]:
+        """Token means over every micro-batch of the step (the loss: its sum)."""
+        per_token = max(self.sums["tokens"], 1.0)
+        return {
+            "train/loss": self.sums["loss"],
+            "train/clip_frac": self.sums["clip"] / per_token,
+            "train/entropy": self.sums["entropy"] / per_token,
+            # E_engine[log π_engine − log π_trainer] estimates KL(engine ‖ trainer)
+            "train/mismatch_kl": self.sums["mismatch_k1"] / per_token,
+            "train/mismatch_abs_mean": self.sums["mismatch_abs"] / per_token,
+            "train/mismatch_abs_max": self.mismatch_max,
+            "train/tis_weight_mean": self.sums["tis"] / per_token,
+        }
+
+
+class Scorer:
+    """Scores micro-batches with ``model`` (a peft model with ``adapters``, or a plain model)."""
+
+    def __init__(
+        self, model, adapters: list[str], settings, transform: LogitTransform, device
+    ) -> None:
+        self.model, self.adapters, self.settings = model, adapters, settings
+        self.transform, self.device = transform, device
+
+    def mark_trainable(self) -> None:
+        """All adapters trainable (peft's set_adapter would freeze the inactive ones)."""
+        if not self.adapters:
+            for param in self.model.parameters():
+                param.requires_grad_(True)
+            return
+        for name, param in self.model.named_parameters():
+            param.requires_grad_(any(f".{a}." in name for a in self.adapters) and "lora_" in name)
+
+    def token_logprobs(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.adapters:
+            self.model.set_adapter(batch.adapter)
+            self.mark_trainable()
+        core = self.model.get_base_model() if self.adapters else self.model
+        hidden = self.predicting_hidden(core.get_decoder(), batch)
+        selected = hidden[batch.rows, batch.cols]
+        head = core.get_output_embeddings()
+        # the distribution the engine sampled each token from: the model's own logits
+        # (bias, scaling, soft-capping), that token's temperature and top-p nucleus
+        return chunked_logprobs(
+            selected,
+            head.weight,
+            batch.targets,
+            batch.temperature,
+            self.settings.logprob_chunk_size,
+            bias=getattr(head, "bias", None),
+            top_p=batch.top_p,
+            transform=self.transform,
+        )
+
+    def predicting_hidden(self, decoder, batch: MicroBatch) -> torch.Tensor:
+        """Hidden states indexed so that ``[row, col]`` predicts the token ``batch`` scores."""
+        if batch.prefix_ids is None:
+            positions = (batch.attention.cumsum(-1) - 1).clamp(min=0)
+            return decoder(
+                input_ids=batch.input_ids, attention_mask=batch.attention, position_ids=positions
+            ).last_hidden_state
+        from transformers import DynamicCache
+
+        rows, width = batch.input_ids.shape
+        prefix_len = batch.prefix_ids.shape[1]
+        cache = DynamicCache()
+        prefix = decoder(
+            input_ids=batch.prefix_ids,
+            position_ids=torch.arange(prefix_len, device=self.device)[None],
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state  # [1, P, H]
+        # Autograd flows through the expanded cache, so every row's gradient reaches the prompt
+        # computation exactly as if the prompt had been run once per row.
+        cache.batch_repeat_interleave(rows)
+        attention = torch.cat([batch.attention.new_ones((rows, prefix_len)), batch.attention], 1)
+        positions = prefix_len + torch.arange(width, device=self.device)[None].expand(rows, -1)
+        suffix = decoder(
+            input_ids=batch.input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state  # [B, S, H]
+        first = prefix[:, -1:].expand(rows, 1, prefix.shape[-1])  # predicts completion token 0
+        return torch.cat([first, suffix[:, :-1]], dim=1)
+
+    def first_pass(self, batches: list[MicroBatch]) -> None:
+        """PPO epochs > 1: every batch keeps the log-probs of the policy before the update."""
+        with torch.no_grad():
+            for batch in batches:
+                batch.logp_old = self.token_logprobs(batch)[0].detach()
+
+    def accumulate(self, batches: list[MicroBatch], weights: list[float] | None = None) -> Totals:
+        """Loss and gradient of ``batches`` into ``.grad``; ``weights`` scale each batch's loss
+        (0 for a rank's padding passes: run for their collectives, counted nowhere)."""
+        totals = Totals()
+        for index, batch in enumerate(batches):
+            weight = 1.0 if weights is None else weights[index]
+            logp, entropy = self.token_logprobs(batch)
+            logp_old = batch.logp_old if batch.logp_old is not None else logp.detach()
+            losses, clipped = token_losses(
+                self.settings.objective,
+                logp,
+                logp_old,
+                batch.advantages,
+                self.settings.eps_low,
+                batch.eps_high,
+                self.settings.cispo_eps_max,
+            )
+            tis = tis_weights(logp_old, batch.engine_logprobs, self.settings.tis_cap)
+            loss = (losses * tis * batch.coefficients).sum()
+            (loss * weight if weight != 1.0 else loss).backward()
+            if weight == 0.0:
+                continue
+            diff = (batch.engine_logprobs - logp_old).detach()
+            sums = totals.sums
+            sums["tokens"] += int(logp.numel())
+            sums["loss"] += loss.item()
+            sums["clip"] += float(clipped.sum())
+            sums["entropy"] += float(entropy.sum())
+            sums["mismatch_k1"] += float(diff.sum())
+            sums["mismatch_abs"] += float(diff.abs().sum())
+            sums["tis"] += float(tis.sum())
+            totals.mismatch_max = max(totals.mismatch_max, float(diff.abs().max()))
+        return totals
