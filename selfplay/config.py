@@ -40,6 +40,21 @@ class EngineConfig(Strict):
     device: str | None = None
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1)  # vllm only
     max_model_len: int = Field(4096, ge=128)  # vllm only
+    # vllm on a GPU shared with the learner: free the KV cache and offload the weights while the
+    # learner steps, wake before generating (sync rollouts only)
+    sleep: bool = False
+    prefix_caching: bool = True  # vllm: keep the keys/values of shared prompt prefixes
+
+
+class SyncConfig(Strict):
+    """How new weights reach the engines after each step (docs/scale.md)."""
+
+    transport: Literal["auto", "inprocess", "object_store", "filesystem", "nccl"] = "auto"
+    dir: str | None = None  # filesystem: the shared folder (None: the run folder's weights/)
+    verify: bool = True  # after every sync, the engine's probe log-probs must equal the learner's
+    probe_tokens: int = Field(8, ge=1)
+    tolerance: float | None = Field(None, gt=0)  # None: 1e-3 for fp32 hf, 5e-2 otherwise
+    bucket_mb: int = Field(256, ge=1)  # nccl: bytes per broadcast bucket
 
 
 class SamplingConfig(Strict):
@@ -56,6 +71,18 @@ class LoraConfig(Strict):
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.0, ge=0, lt=1)
     target_modules: list[str] = list(LORA_TARGETS)
+
+
+class ParallelConfig(Strict):
+    """How many learner ranks and how they shard the model (docs/scale.md). ``ranks: 1`` is the
+    one-process learner; more ranks are long-lived Ray actors sharding with FSDP2, one per GPU
+    (one per CPU core without GPUs: for tests)."""
+
+    ranks: int = Field(1, ge=1)
+    strategy: Literal["fsdp2"] = "fsdp2"
+    offload: bool = False  # FSDP2 CPU offload of parameters, gradients and optimizer state
+    mixed_precision: bool = True  # GPU ranks: bf16 parameters, fp32 gradient reduction
+    threads_per_rank: int = Field(1, ge=1)  # CPU ranks: torch threads each
 
 
 class TrainConfig(Strict):
@@ -78,6 +105,7 @@ class TrainConfig(Strict):
     finetune: Literal["lora", "full"] = "lora"
     lora: LoraConfig = LoraConfig()
     gradient_checkpointing: bool = False
+    parallel: ParallelConfig = ParallelConfig()
 
 
 class AdvantageConfig(Strict):
@@ -170,6 +198,7 @@ class ExperimentConfig(Strict):
     checkpoint: CheckpointConfig = CheckpointConfig()
     cluster: ClusterConfig = ClusterConfig()
     rollout: RolloutConfig = RolloutConfig()
+    sync: SyncConfig = SyncConfig()
     curriculum: CurriculumConfig = CurriculumConfig()
     _section: str | None = PrivateAttr(None)
 
@@ -177,6 +206,11 @@ class ExperimentConfig(Strict):
     def _consistent(self) -> ExperimentConfig:
         if self.train.finetune == "full" and any(r.adapter == "own" for r in self.roles.values()):
             raise ValueError("roles with `adapter: own` need train.finetune: lora")
+        if self.engine.sleep and self.rollout.mode == "async":
+            raise ValueError("engine.sleep frees the engine while the learner steps; async "
+                             "rollouts generate meanwhile: use rollout.mode: sync")
+        if self.engine.sleep and self.engine.backend != "vllm":
+            raise ValueError("engine.sleep is vLLM's sleep mode: it needs engine.backend: vllm")
         if self.rollout.mode == "async" and self.train.tis_cap is None:
             raise ValueError(
                 "rollout.mode: async trains on stale samples and needs importance correction: "

@@ -295,7 +295,7 @@ def test_a_refused_model_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
     def refuse(*args, **kwargs):
         raise UserError("model tiny: its logits are not reproduced from its hidden states")
 
-    monkeypatch.setattr(selfplay.running.runner, "Learner", refuse)
+    monkeypatch.setattr(selfplay.running.runner, "make_learner", refuse)
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(tiny_config(tmp_path)))
     assert main(["run", str(path)]) == 2

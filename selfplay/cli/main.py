@@ -46,7 +46,7 @@ def cmd_resume(args) -> int:
     if not run_dir.is_dir():
         raise UserError(f"run folder {run_dir} does not exist")
     _quiet_libraries()
-    run_dir, rows = resume(run_dir)
+    run_dir, rows = resume(run_dir, args.overrides)
     print_summary(run_dir, rows)
     return 0
 
@@ -214,6 +214,8 @@ def parser() -> argparse.ArgumentParser:
 
     res = sub.add_parser("resume", help="continue a run from its last checkpoint")
     res.add_argument("run")
+    res.add_argument("overrides", nargs="*",
+                     help="e.g. train.parallel.ranks=1 (a learner resumes on any rank count)")
     res.set_defaults(func=cmd_resume)
 
     lst = sub.add_parser("list", help="list experiments, roles and games")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -9,6 +10,7 @@ import torch
 from selfplay.types import Completion, Request
 
 BASE_ADAPTER = "base"  # requests for this adapter run on the bare base model (no LoRA)
+STABLE = "STABLE"  # the marker a weights folder gets once every file in it is complete
 
 
 @runtime_checkable
@@ -39,3 +41,14 @@ def encode_request(tokenizer, request: Request) -> list[int]:
         request.messages, add_generation_prompt=True, tokenize=False
     )
     return tokenizer(text + request.prefill, add_special_tokens=False).input_ids
+
+
+def read_weights_file(path: str | Path) -> dict[str, torch.Tensor]:
+    """A safetensors file the filesystem weight transport wrote; refused until the ``STABLE``
+    marker beside it says the folder is complete (a reader on another machine may look early)."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not (path.parent / STABLE).exists():
+        raise FileNotFoundError(f"{path.parent} is not complete yet (no {STABLE} marker)")
+    return load_file(str(path))

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from selfplay.config import LORA_TARGETS
-from selfplay.engines.base import BASE_ADAPTER, encode_request
+from selfplay.engines.base import BASE_ADAPTER, encode_request, read_weights_file
 from selfplay.engines.models import load_causal_lm, load_tokenizer
 from selfplay.types import Completion, Request
 
@@ -152,6 +152,10 @@ class HFEngine:
         unexpected = [k for k in result.unexpected_keys if "lora_" in k]
         if unexpected:
             raise ValueError(f"adapter {adapter!r}: unexpected LoRA keys, e.g. {unexpected[0]}")
+
+    def load_weights_from(self, adapter: str | None, path: str) -> None:
+        """``load_weights`` from a file of the filesystem weight transport."""
+        self.load_weights(adapter, read_weights_file(path))
 
     def add_adapter(self, adapter: str) -> None:
         """A new LoRA adapter (zero lora_B: serves the base model until weights are loaded)."""

@@ -22,6 +22,7 @@ import torch
 from ray.exceptions import RayActorError
 
 from selfplay.core.errors import UserError
+from selfplay.engines.base import read_weights_file
 from selfplay.engines.models import load_tokenizer
 from selfplay.types import Completion, Request
 
@@ -78,7 +79,10 @@ class EngineActor:
         self.requests_served += len(requests)
         return completions
 
-    def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor]) -> None:
+    def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor] | str) -> None:
+        """New weights: the tensors (through the object store) or a weights file's path."""
+        if isinstance(weights, str):
+            weights = read_weights_file(weights)
         self.engine.load_weights(adapter, weights)
 
     def add_adapter(self, adapter: str) -> None:
@@ -239,6 +243,12 @@ class RayEnginePool:
             else:
                 self._weights[adapter] = previous
             raise
+
+    def load_weights_from(self, adapter: str | None, path: str) -> None:
+        """Every replica reads the file itself (only the path travels: the filesystem weight
+        transport, for replicas on machines that share the folder); replayed on restarts."""
+        self._weights[adapter] = path
+        self._broadcast("load_weights", adapter, path)
 
     def add_adapter(self, adapter: str) -> None:
         """A new LoRA adapter on every replica (serves the base model until weights arrive)."""

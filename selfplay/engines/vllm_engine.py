@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from selfplay.engines.base import BASE_ADAPTER, encode_request
+from selfplay.engines.base import BASE_ADAPTER, encode_request, read_weights_file
 from selfplay.types import Completion, Request
 
 BASE_ADAPTERS = (BASE_ADAPTER,)  # these names always run on the bare base model
@@ -45,6 +45,7 @@ class VLLMEngine:
         *,
         dtype: str = "float32",
         lora: Any = None,  # dict or LoraSpec-like: r, alpha, target_modules
+        adapters: list[str] | None = None,
         max_loras: int = 4,
         seed: int = 0,
         gpu_memory_utilization: float = 0.85,
@@ -52,6 +53,9 @@ class VLLMEngine:
         enforce_eager: bool | None = None,
         kv_cache_gib: float | None = None,
         cpu_threads: int | None = None,
+        sleep: bool = False,
+        prefix_caching: bool = True,
+        nccl_sync: bool = False,
     ) -> None:
         # In-process engine core: reaches the model for full-weight sync, needs no
         # `if __name__ == "__main__"` guard, and on a small CPU avoids two busy-polling processes.
@@ -71,6 +75,14 @@ class VLLMEngine:
             _set_cpu_threads(cpu_threads)
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        if (sleep or nccl_sync) and on_cpu:
+            raise ValueError("vLLM sleep mode and the NCCL weight transport need a GPU")
+        if sleep:  # free the KV cache and offload the weights while the learner steps
+            kwargs["enable_sleep_mode"] = True
+        if nccl_sync:  # the workers join the trainer's NCCL group (engines/vllm_sync.py)
+            kwargs["worker_extension_cls"] = "selfplay.engines.vllm_sync.WeightReceiver"
+        kwargs["enable_prefix_caching"] = prefix_caching
+        self.sleep_enabled, self.sleeping = sleep, False
         self.llm = LLM(
             model=str(self.model_path),
             dtype=dtype,
@@ -86,6 +98,8 @@ class VLLMEngine:
         weakref.finalize(self, shutil.rmtree, self._lora_dir, ignore_errors=True)
         self._lora_ids = itertools.count(1)
         self._adapters: dict[str, Any] = {}  # name -> current LoRARequest (None: no weights yet)
+        for adapter in adapters or []:
+            self.add_adapter(adapter)
 
     # ------------------------------------------------------------------ protocol
     def generate(self, requests: list[Request]) -> list[Completion]:
@@ -97,6 +111,33 @@ class VLLMEngine:
             self._load_full(weights)
         else:
             self._load_lora(adapter, weights)
+
+    # ------------------------------------------------------------------ one GPU for both
+    def sleep(self) -> None:
+        """Level 1: weights to CPU memory, KV cache freed, while the learner uses the GPU."""
+        if not self.sleeping:
+            self.llm.sleep(level=1)
+            self.sleeping = True
+
+    def wake_up(self) -> None:
+        if self.sleeping:
+            self.llm.wake_up()
+            self.sleeping = False
+
+    # ------------------------------------------------------------------ NCCL weight transport
+    def worker_count(self) -> int:
+        return self.llm.llm_engine.vllm_config.parallel_config.world_size
+
+    def init_weight_group(self, host: str, port: int, world_size: int) -> None:
+        self.llm.collective_rpc("init_weight_group", args=(host, port, 1, world_size))
+
+    def receive_buckets(self, plan: list[dict]) -> None:
+        self.llm.collective_rpc("receive_buckets", args=(plan,))
+        self.llm.reset_prefix_cache()  # cached prefixes hold the old weights' keys/values
+
+    def load_weights_from(self, adapter: str | None, path: str) -> None:
+        """``load_weights`` from a file of the filesystem weight transport."""
+        self.load_weights(adapter, read_weights_file(path))
 
     def add_adapter(self, adapter: str) -> None:
         self._adapters.setdefault(adapter, None)

@@ -15,23 +15,9 @@ from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.running import runner
 from selfplay.running.checkpoint import trainable_weights
+from selfplay.training.weights import adapter_weights_from_trainable
 
 STEP_ZERO = 0  # the initial policy: the base model (LoRA adapters start at zero)
-
-
-def adapter_weights_from_trainable(trainable: dict[str, torch.Tensor], adapter: str) -> dict:
-    """peft state-dict names of one adapter from the learner's trainable parameter names:
-    ``...q_proj.lora_A.<adapter>.weight`` → ``...q_proj.lora_A.weight`` (what
-    ``get_peft_model_state_dict`` returns and ``engine.load_weights`` takes)."""
-    weights = {}
-    for name, value in trainable.items():
-        for part in ("lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B"):
-            marker = f".{part}.{adapter}."
-            if marker in name:
-                weights[name.replace(marker, f".{part}.")] = value
-            elif name.endswith(f".{part}.{adapter}"):
-                weights[name[: -len(adapter) - 1]] = value
-    return weights
 
 
 @dataclass

@@ -28,8 +28,16 @@ from selfplay.rl.losses import LOSS_PRESETS
 from selfplay.running.checkpoint import LEARNER, Checkpointer, restore_rng, rng_state
 from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
 from selfplay.running.tracking import RunLogger, console, episode_metrics, read_metrics
-from selfplay.running.weights import PolicySnapshots, sync_weights
+from selfplay.running.transports import (
+    Probe,
+    WeightSync,
+    choose_transport,
+    default_tolerance,
+)
+from selfplay.running.weights import PolicySnapshots
 from selfplay.training.learner import Learner, LearnerSettings
+from selfplay.training.make import make_learner
+from selfplay.training.sharded import ParallelSettings, ShardedLearner
 
 
 def learner_settings(config: ExperimentConfig) -> LearnerSettings:
@@ -55,6 +63,18 @@ def learner_settings(config: ExperimentConfig) -> LearnerSettings:
     )
 
 
+def parallel_settings(config: ExperimentConfig) -> ParallelSettings:
+    parallel = config.train.parallel
+    return ParallelSettings(
+        ranks=parallel.ranks,
+        strategy=parallel.strategy,
+        offload=parallel.offload,
+        mixed_precision=parallel.mixed_precision,
+        threads_per_rank=parallel.threads_per_rank,
+        address=config.cluster.address,
+    )
+
+
 def build_engine(config: ExperimentConfig, model_path: Path):
     adapters = config.adapters()
     if config.cluster.backend == "ray":
@@ -72,6 +92,9 @@ def build_engine(config: ExperimentConfig, model_path: Path):
             seed=config.seed,
             gpu_memory_utilization=config.engine.gpu_memory_utilization,
             max_model_len=config.engine.max_model_len,
+            sleep=config.engine.sleep,
+            prefix_caching=config.engine.prefix_caching,
+            nccl_sync=config.sync.transport == "nccl",
         )
     return HFEngine(
         model_path,
@@ -92,12 +115,24 @@ class World:
     config: ExperimentConfig
     run_dir: Path
     engine: object
-    learner: Learner
+    learner: Learner | ShardedLearner
     loop: Loop
     policy: BatchingPolicy
     snapshots: PolicySnapshots
     logger: RunLogger
     checkpointer: Checkpointer
+    sync: WeightSync
+
+
+def weight_sync(config: ExperimentConfig, run_dir: Path, engine, learner) -> WeightSync:
+    """The transport ``sync.transport`` names (or the one where the engines are) and, with
+    ``sync.verify``, the probe every sync must pass."""
+    sync = config.sync
+    folder = Path(sync.dir) if sync.dir else run_dir / "weights"
+    transport = choose_transport(sync.transport, engine, folder, learner, sync.bucket_mb * 2**20)
+    probe = Probe.of(engine.tokenizer, sync.probe_tokens) if sync.verify else None
+    tolerance = sync.tolerance or default_tolerance(config.model.dtype, config.engine.backend)
+    return WeightSync(transport, probe, tolerance)
 
 
 def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | None = None) -> World:
@@ -105,7 +140,13 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
     model_path = resolve_model_path(config.model.path)
     loop = loop or make_loop(config)
     engine = build_engine(config, model_path)
-    learner = Learner(model_path, learner_settings(config), config.adapters(), config.engine.device)
+    learner = make_learner(
+        model_path,
+        learner_settings(config),
+        config.adapters(),
+        config.engine.device,
+        parallel_settings(config),
+    )
     policy = BatchingPolicy(engine)
     return World(
         config,
@@ -117,6 +158,7 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
         PolicySnapshots(learner, engine, policy),
         RunLogger(run_dir, config, resume),
         Checkpointer(run_dir, config.checkpoint.keep, config.checkpoint.archive_every),
+        weight_sync(config, run_dir, engine, learner),
     )
 
 
@@ -145,7 +187,7 @@ def restore(world: World) -> int:
     restore_rng(state["rng"])
     if state.get("engine_rng") is not None and hasattr(world.engine, "generator"):
         world.engine.generator.set_state(state["engine_rng"])
-    sync_weights(world.learner, world.engine, world.policy)
+    world.logger.log_sync(next_step, world.sync(world.learner, world.engine, world.policy))
     world.snapshots.load_state_dict(state.get("snapshots", {"weights": {}}))
     return next_step
 
@@ -163,19 +205,32 @@ def learn(world: World, rollout: Rollout, training=contextlib.nullcontext) -> di
     kept = drop_zero_advantage(samples)
     staleness = [world.learner.version - s.turn.policy_version for s in samples]
     metrics = rollout.eval_metrics | episode_metrics(collected.episodes) | collected.metrics
+    sleep(world.engine)  # one GPU for both: the engine frees it while the learner steps
     with training():
         metrics |= world.learner.step(kept)
-    sync_seconds, sync_wait = sync_weights(world.learner, world.engine, world.policy)
+    wake_up(world.engine)
+    synced = world.sync(world.learner, world.engine, world.policy)
+    world.logger.log_sync(rollout.step, synced)  # sync.jsonl: transport, bytes, probe gap
     world.loop.after_update(rollout.step, world.snapshots)
     return metrics | {
         "rollout/seconds": rollout.seconds,
         "rollout/tokens_per_s": rollout.tokens / max(rollout.seconds, 1e-9),
         "train/samples_dropped_zero_adv": float(len(samples) - len(kept)),
-        "sync/seconds": sync_seconds,
-        "sync/wait_seconds": sync_wait,  # async: the batch in flight finishes first
+        "sync/seconds": synced["sync/seconds"],
+        "sync/wait_seconds": synced["sync/wait_seconds"],  # async: the batch in flight first
         "staleness/mean": sum(staleness) / len(staleness) if staleness else 0.0,
         "staleness/max": float(max(staleness, default=0)),
     }
+
+
+def sleep(engine) -> None:
+    if getattr(engine, "sleep", None) is not None and getattr(engine, "sleep_enabled", False):
+        engine.sleep()
+
+
+def wake_up(engine) -> None:
+    if getattr(engine, "sleeping", False):
+        engine.wake_up()
 
 
 def train_step(world: World, step: int) -> dict[str, float]:
@@ -216,6 +271,7 @@ def run(world: World, start_step: int) -> list[dict]:
         steps.close()  # stops the async producer thread, if any
         logger.close()
         world.loop.close()
+        world.learner.close()  # sharded ranks: their actors and placement group
     rows = read_metrics(world.run_dir)
     write_report(world.run_dir, rows)
     return rows
@@ -294,8 +350,13 @@ def load_run_config(
     return config
 
 
-def resume(run_dir: Path) -> tuple[Path, list[dict]]:
-    config = load_run_config(run_dir)
+def resume(run_dir: Path, overrides: list[str] | None = None) -> tuple[Path, list[dict]]:
+    """Continue ``run_dir`` from its last checkpoint; ``overrides`` change its config from here
+    on (``train.parallel.ranks``: the learner resumes on any number of ranks) and are written
+    into its config.yaml."""
+    config = load_run_config(run_dir, overrides)
+    if overrides:
+        (run_dir / "config.yaml").write_text(dump(config))
     world = build(config, run_dir, resume=True)
     next_step = restore(world)
     console.print(f"[bold]resume[/] {run_dir} at step {next_step}")
@@ -309,6 +370,7 @@ def evaluate_run(run_dir: Path, overrides: list[str] | None = None) -> dict[str,
     step = restore(world)
     metrics = asyncio.run(world.loop.evaluate(world.policy, step))
     world.loop.close()
+    world.learner.close()
     with (run_dir / "eval.jsonl").open("a") as handle:
         handle.write(json.dumps({"step": step, "time": time.time(), **metrics}) + "\n")
     from rich.table import Table

@@ -62,10 +62,11 @@ class RunLogger:
             rows = [line for line in self.metrics_path.read_text().splitlines() if line.strip()]
             keep = [r for r in rows if _row_step(r) < next_step]
             self.metrics_path.write_text("".join(r + "\n" for r in keep))
-        if self.tasks_path.exists():  # generated tasks of redone steps are written again
-            rows = [line for line in self.tasks_path.read_text().splitlines() if line.strip()]
-            keep = [r for r in rows if _row_step(r) < next_step]
-            self.tasks_path.write_text("".join(r + "\n" for r in keep))
+        for path in (self.tasks_path, self.run_dir / "sync.jsonl"):  # written again when redone
+            if path.exists():
+                rows = [line for line in path.read_text().splitlines() if line.strip()]
+                keep = [r for r in rows if _row_step(r) < next_step]
+                path.write_text("".join(r + "\n" for r in keep))
         interrupted = self.episodes_dir / "interrupted"
         for path in self.episodes_dir.glob("step-*.jsonl"):
             if int(path.stem.split("-")[1]) >= next_step:
@@ -104,6 +105,11 @@ class RunLogger:
             tmp = path.with_suffix(".tmp")
             tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
             os.replace(tmp, path)
+
+    def log_sync(self, step: int, figures: dict[str, float]) -> None:
+        """One weight sync: seconds, bytes moved, the probe's log-prob gap (``sync.jsonl``)."""
+        with (self.run_dir / "sync.jsonl").open("a") as handle:
+            handle.write(json.dumps({"step": step, "time": time.time(), **figures}) + "\n")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         row = {"step": step, "time": time.time(), **metrics}

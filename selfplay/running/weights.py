@@ -1,5 +1,5 @@
-"""The runner's side of the weights: pushing the learner's new weights into the engine after a
-step, and frozen snapshots of the policy that loops serve beside it (opponent pools).
+"""Frozen snapshots of the policy that loops serve beside it (opponent pools); the weight sync
+after each step is ``running/transports.py``.
 
 Loops never hold the learner or an engine. A loop that needs a frozen copy of the policy asks
 ``PolicySnapshots`` (the ``selfplay.loops.base.Snapshots`` protocol) for one by name; the
@@ -9,31 +9,10 @@ name, keeps them for checkpoints, and installs them again after a resume.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.training.learner import Learner
-
-
-def sync_weights(learner: Learner, engine, policy: BatchingPolicy) -> tuple[float, float]:
-    """Push the learner's new weights into the engine; returns (seconds loading, seconds
-    waiting for the engine to be free).
-
-    Under ``policy.updating()``: with async rollouts a batch may be in flight on another thread,
-    and no completion may be sampled from half-loaded weights or stamped with the wrong version.
-    """
-    asked = time.perf_counter()
-    with policy.updating():
-        start = time.perf_counter()
-        if learner.adapters:
-            for adapter in learner.adapters:
-                engine.load_weights(adapter, learner.adapter_weights(adapter))
-        else:
-            engine.load_weights(None, learner.full_weights())
-        policy.version = learner.version
-    return time.perf_counter() - start, start - asked
 
 
 class PolicySnapshots:

@@ -27,6 +27,7 @@ from selfplay.rl.losses import Aggregation, LogitTransform, Objective, chunked_l
 from selfplay.training import state as learner_state
 from selfplay.training.batches import MicroBatch, micro_batches
 from selfplay.training.scoring import Scorer
+from selfplay.training.weights import NcclSending, local_address, save_weights_file
 from selfplay.types import Sample
 
 
@@ -79,6 +80,7 @@ class Learner:
         self.scorer.mark_trainable()
         self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
         self.version = 0  # number of optimizer steps taken
+        self.nccl = NcclSending()
 
     @property
     def settings(self) -> LearnerSettings:
@@ -127,6 +129,27 @@ class Learner:
 
     def load(self, folder: Path) -> None:
         self.version = learner_state.load(self.model, self.optimizer, folder)
+
+    def close(self) -> None:
+        """Nothing to release in one process (the sharded learner stops its ranks)."""
+
+    # ------------------------------------------------------------------ weight transports
+    def write_weights(self, adapter: str | None, path: Path) -> None:
+        """One adapter's weights (or the whole model's) as a safetensors file."""
+        weights = self.adapter_weights(adapter) if adapter is not None else self.full_weights()
+        save_weights_file(weights, path)
+
+    def nccl_address(self) -> tuple[str, int]:
+        return local_address()
+
+    def nccl_open(self, host: str, port: int, world_size: int) -> None:
+        self.nccl.open(host, port, world_size)
+
+    def nccl_plan(self, bucket_bytes: int) -> list[dict]:
+        return self.nccl.prepare(self.full_weights(), bucket_bytes)
+
+    def nccl_send(self) -> int:
+        return self.nccl.send()
 
     # ------------------------------------------------------------------ training
     def step(self, samples: list[Sample]) -> dict[str, float]:

@@ -56,6 +56,10 @@ class Scorer:
     ) -> None:
         self.model, self.adapters, self.settings = model, adapters, settings
         self.transform, self.device = transform, device
+        # what token_logprobs calls: ``compute`` itself, or on an FSDP2 model the same computation
+        # registered as one of the root module's forward methods (so the root's own parameters,
+        # embeddings, final norm and head, are gathered and their gradients reduced)
+        self.entry = self.compute
 
     def mark_trainable(self) -> None:
         """All adapters trainable (peft's set_adapter would freeze the inactive ones)."""
@@ -67,6 +71,9 @@ class Scorer:
             param.requires_grad_(any(f".{a}." in name for a in self.adapters) and "lora_" in name)
 
     def token_logprobs(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.entry(batch)
+
+    def compute(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         if self.adapters:
             self.model.set_adapter(batch.adapter)
             self.mark_trainable()

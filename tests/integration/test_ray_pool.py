@@ -28,7 +28,14 @@ from selfplay.engines.ray_pool import (  # noqa: E402
 )
 from selfplay.loops import make_loop, validate  # noqa: E402
 from selfplay.running.checkpoint import Checkpointer  # noqa: E402
-from selfplay.running.runner import World, learner_settings, lora_spec, run, train_step  # noqa: E402
+from selfplay.running.runner import (  # noqa: E402
+    World,
+    learner_settings,
+    lora_spec,
+    run,
+    train_step,
+    weight_sync,
+)
 from selfplay.running.tracking import RunLogger  # noqa: E402
 from selfplay.running.weights import PolicySnapshots  # noqa: E402
 from selfplay.training.learner import Learner  # noqa: E402
@@ -191,7 +198,7 @@ def pool_world(config, run_dir, pool, model_path, engine) -> World:
     return World(
         config, run_dir, pool, learner, make_loop(config), policy,
         PolicySnapshots(learner, pool, policy), RunLogger(run_dir, config, resume=False),
-        Checkpointer(run_dir, config.checkpoint.keep),
+        Checkpointer(run_dir, config.checkpoint.keep), weight_sync(config, run_dir, pool, learner),
     )
 
 

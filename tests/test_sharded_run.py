@@ -1,0 +1,90 @@
+"""A run on 2 learner ranks, its driver killed with SIGKILL mid-run, resumed on 1 rank and on 2
+ranks: both continue exactly as an uninterrupted run (on 1 rank) went on."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+pytest.importorskip("ray")
+
+STEPS = 4
+EXPERIMENT = {
+    "name": "kr",
+    "loop": "spiral",
+    "model": {"path": "tiny-random"},
+    "sampling": {"max_new_tokens": 8},
+    "train": {"steps": STEPS, "lr": 0.05, "lora": {"r": 4, "alpha": 8},
+              "parallel": {"ranks": 2}},
+    "roles": {"player": {"prompt": "player"}},
+    "spiral": {"games": [{"id": "kuhn_poker", "kwargs": {"rounds": 1}}], "games_per_step": 4,
+               "eval_games": 0, "lenient": True},
+    "logging": {"wandb": "disabled", "progress": False},
+    "checkpoint": {"every": 1, "keep": 2},
+}
+ENV = {**os.environ, "WANDB_MODE": "disabled"}
+
+
+def selfplay(*args: str) -> list[str]:
+    return [sys.executable, "-m", "selfplay", *args]
+
+
+def rows(run_dir) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def figures(run_dir) -> list[tuple]:
+    return [(r["step"], r.get("train/loss"), r.get("train/grad_norm"), r.get("reward/player_0"))
+            for r in rows(run_dir) if not r.get("final")]
+
+
+def test_killed_on_two_ranks_resumes_on_one_and_on_two(tmp_path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(EXPERIMENT))
+    done = subprocess.run(selfplay("run", str(path), f"run_dir={tmp_path / 'whole'}",
+                                   "train.parallel.ranks=1"), env=ENV, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (whole,) = (tmp_path / "whole").iterdir()
+
+    # the driver (and with it the rank actors it owns) dies with SIGKILL after step 1
+    process = subprocess.Popen(selfplay("run", str(path), f"run_dir={tmp_path / 'killed'}"),
+                               env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    deadline, run_dir = time.time() + 300, None
+    while time.time() < deadline:
+        found = list((tmp_path / "killed").glob("kr-*"))
+        run_dir = found[0] if found else None
+        if run_dir is not None and len(rows(run_dir)) >= 2:
+            break
+        assert process.poll() is None, process.stderr.read().decode()[-2000:]
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    time.sleep(1)
+    os.killpg(process.pid, signal.SIGKILL)  # Ray's agents the driver left behind
+    killed_at = len(rows(run_dir))
+    assert 2 <= killed_at < STEPS, "the run must be killed mid-way"
+    twin = tmp_path / "twin"
+    shutil.copytree(run_dir, twin)
+
+    for folder, ranks in ((run_dir, "1"), (twin, "2")):
+        done = subprocess.run(selfplay("resume", str(folder), f"train.parallel.ranks={ranks}"),
+                              env=ENV, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        resumed, expected = figures(folder), figures(whole)
+        assert [r[0] for r in resumed] == list(range(STEPS))
+        for got, want in zip(resumed, expected, strict=True):
+            assert got == pytest.approx(want, rel=1e-4, abs=1e-6), (ranks, got, want)
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["parallel"]["ranks"] == 1
