@@ -83,6 +83,9 @@ class ParallelConfig(Strict):
     offload: bool = False  # FSDP2 CPU offload of parameters, gradients and optimizer state
     mixed_precision: bool = True  # GPU ranks: bf16 parameters, fp32 gradient reduction
     threads_per_rank: int = Field(1, ge=1)  # CPU ranks: torch threads each
+    # the share of a GPU each rank reserves: below 1 when engine replicas share the GPUs
+    # (colocated, e.g. 0.55 beside vLLM at gpu_memory_utilization 0.45)
+    gpu_share: float = Field(1.0, gt=0, le=1)
 
 
 class TrainConfig(Strict):

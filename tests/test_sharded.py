@@ -168,7 +168,7 @@ def test_a_dead_rank_ends_the_step_in_one_line(tiny_model_path) -> None:
     settings = LearnerSettings(lora=LORA, micro_batch_size=2, max_new_tokens=8)
     two = ShardedLearner(tiny_model_path, settings, ["shared"], ParallelSettings(ranks=2))
     try:
-        ray.kill(two.workers[1])
+        ray.kill(two.group.workers[1])
         with pytest.raises(UserError, match="a learner rank died") as info:
             two.step(samples())
         assert "\n" not in str(info.value) and "selfplay resume" in str(info.value)

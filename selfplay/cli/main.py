@@ -98,6 +98,26 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from selfplay.loops import load_experiment
+    from selfplay.running.plan import plan, print_plan
+
+    config = load_experiment(args.experiment, args.overrides)
+    result = plan(config, args.gpus, args.gpu_memory, args.prompt_tokens)
+    print_plan(result)
+    return 0 if result.fits else 1
+
+
+def cmd_export(args) -> int:
+    from selfplay.evaluation.export import export
+
+    _quiet_libraries()
+    folders = export(Path(args.run), Path(args.out), step=args.step, merge=args.merge)
+    for folder in folders:
+        print(folder)
+    return 0
+
+
 def cmd_crossplay(args) -> int:
     from selfplay.evaluation.crossplay import crossplay
 
@@ -171,7 +191,16 @@ def cmd_bench(args) -> int:
     elif args.what == "learner":
         from selfplay.bench.learner import bench_learner
 
-        bench_learner(model=args.model, batch=args.batch, seq_len=args.seq_len)
+        if args.ranks > 1:
+            from selfplay.bench.ranks import bench_ranks
+
+            bench_ranks(model=args.model, ranks=args.ranks)
+        else:
+            bench_learner(model=args.model, batch=args.batch, seq_len=args.seq_len)
+    elif args.what == "sync":
+        from selfplay.bench.sync import bench_sync
+
+        bench_sync(model=args.model)
     elif args.what == "sandbox":
         from selfplay.bench.sandbox import run_benchmark
 
@@ -200,7 +229,8 @@ def cmd_bench(args) -> int:
     return 0
 
 
-BENCHES = ["engine", "learner", "sandbox", "step", "oracle", "corpus", "rewards", "curriculum"]
+BENCHES = ["engine", "learner", "sandbox", "step", "oracle", "corpus", "rewards", "curriculum",
+           "sync"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -217,6 +247,22 @@ def parser() -> argparse.ArgumentParser:
     res.add_argument("overrides", nargs="*",
                      help="e.g. train.parallel.ranks=1 (a learner resumes on any rank count)")
     res.set_defaults(func=cmd_resume)
+
+    pln = sub.add_parser("plan", help="memory per device of an experiment, and whether it fits")
+    pln.add_argument("experiment")
+    pln.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.parallel.ranks=8")
+    pln.add_argument("--gpus", type=int, help="plan for this many GPUs (default: this machine)")
+    pln.add_argument("--gpu-memory", type=float, help="GiB per GPU (default: 80, or as seen)")
+    pln.add_argument("--prompt-tokens", type=int, default=512, help="prompt length per sequence")
+    pln.set_defaults(func=cmd_plan)
+
+    exp = sub.add_parser("export", help="a run's policy as a Hugging Face folder")
+    exp.add_argument("run")
+    exp.add_argument("--out", required=True, help="the folder to write")
+    exp.add_argument("--step", type=int, help="a saved or archived step (default: the latest)")
+    exp.add_argument("--merge", action="store_true",
+                     help="merge LoRA into the base weights (one folder per adapter)")
+    exp.set_defaults(func=cmd_export)
 
     lst = sub.add_parser("list", help="list experiments, roles and games")
     lst.add_argument(
@@ -284,6 +330,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--new-tokens", type=int, default=128)
     bench.add_argument("--batch", type=int, default=16)
     bench.add_argument("--seq-len", type=int, default=256)
+    bench.add_argument("--ranks", type=int, default=1,
+                       help="learner: N FSDP2 ranks against one (memory and s/step)")
     bench.add_argument("--calls", type=int, default=200)
     bench.add_argument("--games", type=int, default=3, help="oracle: random games per game id")
     bench.add_argument("--questions", type=int, default=512, help="rewards: questions to cluster")
@@ -310,6 +358,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if _learner_rank_under_torchrun(args):
+            from selfplay.training.ranks import serve_rank
+
+            return serve_rank()
         return args.func(args)
     except UserError as exc:
         print(f"selfplay: error: {exc}", file=sys.stderr)
@@ -324,6 +376,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"selfplay: error: {exc}", file=sys.stderr)
             return 2
         raise
+
+
+def _learner_rank_under_torchrun(args) -> bool:
+    """``torchrun --nproc-per-node N -m selfplay run|resume ...``: rank 0 runs the command, the
+    other ranks serve it as learner ranks (docs/scale.md)."""
+    from selfplay.training.ranks import launched_by_torchrun, torchrun_rank
+
+    return args.func in (cmd_run, cmd_resume) and launched_by_torchrun() and torchrun_rank() > 0
 
 
 if __name__ == "__main__":

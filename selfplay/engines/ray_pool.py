@@ -88,6 +88,12 @@ class EngineActor:
     def add_adapter(self, adapter: str) -> None:
         self.engine.add_adapter(adapter)
 
+    def sleep(self) -> None:
+        self.engine.sleep()
+
+    def wake_up(self) -> None:
+        self.engine.wake_up()
+
     def remove_adapter(self, adapter: str) -> None:
         remove = getattr(self.engine, "remove_adapter", None)
         if remove is not None:  # VLLMEngine has none: an unused adapter just sits there
@@ -184,6 +190,8 @@ class RayEnginePool:
         # What a new replica must replay: adapter set, then the latest weights per adapter
         # (None = full weights), each stored once in the object store.
         self.adapters: list[str] = list(adapters or [])
+        self.address = address
+        self.sleeping = False
         self._weights: dict[str | None, Any] = {}
         self._replicas = [self._start(slot, 0) for slot in range(replicas)]
         try:  # fail here, with the replica's own error, if the engines cannot be built at all
@@ -243,6 +251,19 @@ class RayEnginePool:
             else:
                 self._weights[adapter] = previous
             raise
+
+    # one GPU for both: vLLM replicas colocated with learner ranks free it while they step
+    @property
+    def sleep_enabled(self) -> bool:
+        return bool(self.engine_kwargs.get("sleep"))
+
+    def sleep(self) -> None:
+        self._broadcast("sleep")
+        self.sleeping = True
+
+    def wake_up(self) -> None:
+        self._broadcast("wake_up")
+        self.sleeping = False
 
     def load_weights_from(self, adapter: str | None, path: str) -> None:
         """Every replica reads the file itself (only the path travels: the filesystem weight
@@ -411,6 +432,7 @@ def build_ray_engine(
         seed=config.seed,
         num_cpus=num_cpus,
         num_gpus=num_gpus,
+        address=cluster.address,
         **_engine_kwargs(config, lora_spec(config), gpu=num_gpus > 0),
     )
 
@@ -424,6 +446,8 @@ def _engine_kwargs(config: Any, lora: Any, gpu: bool) -> dict[str, Any]:
             "lora": lora,
             "gpu_memory_utilization": engine.gpu_memory_utilization,
             "max_model_len": engine.max_model_len,
+            "sleep": engine.sleep,
+            "prefix_caching": engine.prefix_caching,
         }
     device = engine.device
     if gpu and device is not None and device.startswith("cuda"):

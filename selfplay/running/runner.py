@@ -26,6 +26,7 @@ from selfplay.loops.base import Loop
 from selfplay.rl.advantages import drop_zero_advantage
 from selfplay.rl.losses import LOSS_PRESETS
 from selfplay.running.checkpoint import LEARNER, Checkpointer, restore_rng, rng_state
+from selfplay.running.plan import check as check_fits
 from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
 from selfplay.running.tracking import RunLogger, console, episode_metrics, read_metrics
 from selfplay.running.transports import (
@@ -36,7 +37,7 @@ from selfplay.running.transports import (
 )
 from selfplay.running.weights import PolicySnapshots
 from selfplay.training.learner import Learner, LearnerSettings
-from selfplay.training.make import make_learner
+from selfplay.training.make import learner_dtype, make_learner
 from selfplay.training.sharded import ParallelSettings, ShardedLearner
 
 
@@ -57,7 +58,7 @@ def learner_settings(config: ExperimentConfig) -> LearnerSettings:
         micro_batch_size=train.micro_batch_size,
         logprob_chunk_size=train.logprob_chunk_size,
         max_new_tokens=config.sampling.max_new_tokens,
-        dtype=config.model.dtype,
+        dtype=learner_dtype(config, torch.cuda.is_available()),
         gradient_checkpointing=train.gradient_checkpointing,
         lora=lora_spec(config),
     )
@@ -71,6 +72,7 @@ def parallel_settings(config: ExperimentConfig) -> ParallelSettings:
         offload=parallel.offload,
         mixed_precision=parallel.mixed_precision,
         threads_per_rank=parallel.threads_per_rank,
+        gpu_share=parallel.gpu_share,
         address=config.cluster.address,
     )
 
@@ -322,6 +324,7 @@ def new_run_dir(config: ExperimentConfig) -> Path:
 def start(config: ExperimentConfig) -> tuple[Path, list[dict]]:
     loop = make_loop(config)  # bad games, roles or tasks fail here, before a run folder exists
     resolve_model_path(config.model.path)
+    check_fits(config)  # more ranks than devices, or more memory than they have: one line
     run_dir = new_run_dir(config)
     console.print(f"[bold]run[/] {run_dir}")
     try:

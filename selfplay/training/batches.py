@@ -92,6 +92,20 @@ def micro_batches(
     return batches
 
 
+
+def learner_batches(samples: list[Sample], adapters: list[str], settings, *,
+                    share_prefixes: bool, micro_batch_size: int | None = None) -> list[MicroBatch]:
+    """``micro_batches`` with a learner's settings (``micro_batch_size`` overrides its own)."""
+    return micro_batches(
+        samples,
+        adapters,
+        aggregation=settings.aggregation,
+        max_new_tokens=settings.max_new_tokens,
+        micro_batch_size=micro_batch_size or settings.micro_batch_size,
+        eps_high=settings.eps_high,
+        share_prefixes=share_prefixes,
+    )
+
 def collate(
     adapter: str, items: list[tuple[Sample, float]], eps_high: float, shared_prefix: bool = False
 ) -> MicroBatch:

@@ -25,7 +25,8 @@ from selfplay.engines.hf import LoraSpec, attach_adapters
 from selfplay.engines.models import load_causal_lm
 from selfplay.rl.losses import Aggregation, LogitTransform, Objective, chunked_logprobs
 from selfplay.training import state as learner_state
-from selfplay.training.batches import MicroBatch, micro_batches
+from selfplay.training.allocator import return_large_blocks
+from selfplay.training.batches import MicroBatch, learner_batches
 from selfplay.training.scoring import Scorer
 from selfplay.training.weights import NcclSending, local_address, save_weights_file
 from selfplay.types import Sample
@@ -62,6 +63,8 @@ class Learner:
     ) -> None:
         self.settings = settings
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if self.device.type == "cpu":
+            return_large_blocks()
         model = load_causal_lm(model_path, settings.dtype)
         self.logit_transform = logit_transform(model, model_path)
         self.adapters = list(adapters or []) if settings.lora else []
@@ -204,15 +207,8 @@ class Learner:
 
     # ------------------------------------------------------------------ batching
     def _micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
-        batches = micro_batches(
-            samples,
-            self.adapters,
-            aggregation=self.settings.aggregation,
-            max_new_tokens=self.settings.max_new_tokens,
-            micro_batch_size=self.settings.micro_batch_size,
-            eps_high=self.settings.eps_high,
-            share_prefixes=self.share_prefixes,
-        )
+        batches = learner_batches(samples, self.adapters, self.settings,
+                                  share_prefixes=self.share_prefixes)
         return [batch.to(self.device) for batch in batches]
 
     @property

@@ -1,0 +1,313 @@
+"""One rank of the sharded learner (``training/sharded.py``): its shard of the model and of the
+optimizer, and the collectives a step runs. The same class runs as a Ray actor (one per GPU, or
+per CPU core with gloo in tests) or as a process torchrun started (``training/ranks.py``).
+
+A rank loads the model, attaches the LoRA adapters and shards it with FSDP2 ``fully_shard``:
+every decoder layer, then the root; on a GPU with bf16 parameters and fp32 gradient reduction;
+optionally offloaded to the CPU. Ranks sum their gradients (reduce-scatter with no division:
+the driver normalised the loss over the whole batch), clip by the global norm and step their
+optimizer shards.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from selfplay.core.errors import UserError
+from selfplay.training.allocator import return_large_blocks
+from selfplay.training.batches import MicroBatch
+from selfplay.training.scoring import Totals
+from selfplay.training.weights import NcclSending
+
+STRATEGIES = ("fsdp2",)
+
+
+@dataclass(frozen=True)
+class ParallelSettings:
+    ranks: int = 1
+    strategy: str = "fsdp2"
+    offload: bool = False  # parameters, gradients and optimizer state on the CPU (FSDP2)
+    mixed_precision: bool = True  # on a GPU: bf16 parameters, fp32 gradient reduction
+    threads_per_rank: int = 1  # CPU ranks: torch threads each
+    gpu_share: float = 1.0  # of a GPU per rank (below 1: engine replicas share the GPU)
+    address: str | None = None  # a Ray cluster to join (None: the local one)
+
+
+def rank_device() -> torch.device:
+    """This rank's device: ``cuda:LOCAL_RANK`` under torchrun, ``cuda:0`` in a Ray actor (Ray
+    shows each actor only its GPU), else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+
+
+class RankWorker:
+    """One rank's model shard and optimizer; every method is a collective (all ranks call it).
+    ``master``: where the ranks meet (None: the process group is already up, under torchrun)."""
+
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        master: tuple[str, int] | None,
+        model_path: str,
+        settings,
+        adapters: list[str],
+        parallel: ParallelSettings,
+        rng_state: torch.Tensor,
+    ) -> None:
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+
+        from selfplay.engines.hf import attach_adapters
+        from selfplay.engines.models import load_causal_lm
+        from selfplay.training import state as learner_state
+        from selfplay.training.learner import logit_transform
+        from selfplay.training.scoring import Scorer
+
+        torch.set_num_threads(max(1, parallel.threads_per_rank))
+        cuda = torch.cuda.is_available()
+        self.watch = None if cuda else MemoryWatch()  # from before the model is read
+        if not cuda:
+            return_large_blocks()
+        self.device = rank_device()
+        if cuda:
+            torch.cuda.set_device(self.device)
+        if master is not None:
+            dist.init_process_group(
+                "nccl" if cuda else "gloo",
+                init_method=f"tcp://{master[0]}:{master[1]}",
+                rank=rank,
+                world_size=world_size,
+            )
+        self.rank, self.world_size, self.settings = rank, world_size, settings
+        # the driver's random state: every rank builds the same adapters (LoRA A is random),
+        # and the same as a one-process learner built at this point
+        torch.set_rng_state(rng_state)
+        model = load_causal_lm(Path(model_path), settings.dtype)
+        transform = logit_transform(model, model_path)
+        self.adapters = list(adapters) if settings.lora is not None else []
+        if settings.lora is not None:
+            model = attach_adapters(model, settings.lora, self.adapters)
+        self.built_rng_state = torch.get_rng_state()
+        if settings.gradient_checkpointing:
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+            if settings.lora is not None:
+                model.enable_input_require_grads()
+        self.scorer = Scorer(model, self.adapters, settings, transform, self.device)
+        self.scorer.mark_trainable()
+        mesh = init_device_mesh(self.device.type, (world_size,))
+        self.model = shard(model, mesh, parallel, cuda)
+        self.scorer.model = self.model
+        self.scorer.entry = score_as_forward(self.model, self.scorer)
+        self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
+        self.nccl = NcclSending()
+
+    # ------------------------------------------------------------------ training
+    def step(self, batches: list[MicroBatch], weights: list[float], used: list[str]) -> dict:
+        """One optimizer update: this rank's micro-batches (padding passes have weight 0),
+        ``used``: the adapters any rank trains this step."""
+        batches = [b.to(self.device) for b in batches]
+        self.model.train()
+        if self.settings.epochs > 1:
+            self.scorer.first_pass(batches)
+        totals, norm = Totals(), 0.0
+        for _ in range(self.settings.epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            totals = self.scorer.accumulate(batches, weights)
+            self._forget_unused(used)
+            norm = self._clip(self.settings.max_grad_norm)
+            self.optimizer.step()
+        self.model.eval()
+        return {"sums": totals.sums, "mismatch_max": totals.mismatch_max, "grad_norm": norm}
+
+    def _forget_unused(self, used: list[str]) -> None:
+        """No gradient for adapters nobody trained this step (they took part in the reduction
+        with zeros; AdamW must skip them, as it does on one process)."""
+        if not self.adapters:
+            return
+        idle = [a for a in self.adapters if a not in used]
+        for name, param in self.model.named_parameters():
+            if any(f".{a}." in name for a in idle):
+                param.grad = None
+
+    def _clip(self, max_norm: float) -> float:
+        """Clip by the global gradient norm (as ``torch.nn.utils.clip_grad_norm_`` on one
+        process: coefficient max_norm / (norm + 1e-6), at most 1). Computed from the local
+        shards and summed across ranks, which also works with CPU offload."""
+        import torch.distributed as dist
+
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+        squares = torch.zeros((), dtype=torch.float32, device=self.device)
+        for g in local:
+            squares += g.detach().float().pow(2).sum().to(self.device)
+        dist.all_reduce(squares)
+        total = squares.sqrt()
+        coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for g in local:
+            g.detach().mul_(coefficient.to(g.device, g.dtype))
+        return float(total)
+
+    # ------------------------------------------------------------------ weights and state
+    def full_state(self, trainable_only: bool) -> dict[str, torch.Tensor]:
+        """The whole (or the trainable) state dict gathered on rank 0, on the CPU ({} on the
+        other ranks)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(
+            full_state_dict=True, cpu_offload=True, ignore_frozen_params=trainable_only
+        )
+        state = get_model_state_dict(self.model, options=options)
+        if trainable_only:
+            trainable = {n for n, p in self.model.named_parameters() if p.requires_grad}
+            state = {k: v for k, v in state.items() if k in trainable}
+        return state if self.rank == 0 else {}
+
+    def write_weights(self, adapter: str | None, path: str) -> None:
+        """Rank 0 writes the gathered weights (one adapter's, or the model's) to ``path``."""
+        from selfplay.training.weights import adapter_weights_from_trainable, save_weights_file
+
+        state = self.full_state(trainable_only=adapter is not None)
+        if self.rank == 0:
+            weights = adapter_weights_from_trainable(state, adapter) if adapter else state
+            save_weights_file(weights, path)
+
+    def nccl_open(self, host: str, port: int, world_size: int) -> None:
+        if self.rank == 0:
+            self.nccl.open(host, port, world_size)
+
+    def nccl_plan(self, bucket_bytes: int) -> list[dict]:
+        state = self.full_state(trainable_only=False)
+        return self.nccl.prepare(state, bucket_bytes) if self.rank == 0 else []
+
+    def nccl_send(self) -> int:
+        return self.nccl.send() if self.rank == 0 else 0
+
+    def save(self, folder: str, version: int) -> None:
+        from selfplay.training import state as learner_state
+
+        learner_state.save(self.model, self.optimizer, version, Path(folder))
+
+    def load(self, folder: str) -> int:
+        from selfplay.training import state as learner_state
+
+        return learner_state.load(self.model, self.optimizer, Path(folder))
+
+    def score(self, batches: list[MicroBatch]) -> list[list[float]]:
+        with torch.no_grad():
+            return [self.scorer.token_logprobs(b.to(self.device))[0].tolist() for b in batches]
+
+    def memory(self) -> float:
+        """Peak bytes this rank used: allocated memory above its start (CPU), or the CUDA
+        allocator's peak (GPU)."""
+        if self.watch is None:
+            return float(torch.cuda.max_memory_allocated())
+        return self.watch.used()
+
+    def address(self) -> tuple[str, int]:
+        from selfplay.training.weights import local_address
+
+        return local_address()
+
+    def ready(self) -> torch.Tensor:
+        """The random state after building (the driver's continues from it)."""
+        return self.built_rng_state
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def shard(model: torch.nn.Module, mesh, parallel: ParallelSettings, cuda: bool) -> torch.nn.Module:
+    """FSDP2 over ``mesh``: each decoder layer, then the root; gradients summed, not averaged
+    (the loss is already normalised over the whole batch)."""
+    from torch.distributed.fsdp import (
+        CPUOffloadPolicy,
+        FSDPModule,
+        MixedPrecisionPolicy,
+        OffloadPolicy,
+        fully_shard,
+    )
+
+    kwargs: dict[str, Any] = {"mesh": mesh}
+    if cuda and parallel.mixed_precision:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16, reduce_dtype=torch.float32
+        )
+    kwargs["offload_policy"] = CPUOffloadPolicy() if parallel.offload else OffloadPolicy()
+    for layer in decoder_layers(model):
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(1.0)
+            # plain SUM collectives (gloo has no pre-multiplied sum); the factor 1 is a no-op
+            module.set_force_sum_reduction_for_comms(True)
+            module.set_reduce_scatter_unused_params(True, recurse=False)
+    return model
+
+
+def score_as_forward(model: torch.nn.Module, scorer) -> Any:
+    """The scorer's computation as a forward method of the root FSDP module: the scorer calls
+    the decoder and reads the head's weight itself, bypassing ``model.forward``."""
+    import types
+
+    from torch.distributed.fsdp import register_fsdp_forward_method
+
+    model.fsdp_score = types.MethodType(lambda _, batch: scorer.compute(batch), model)
+    register_fsdp_forward_method(model, "fsdp_score")
+    return model.fsdp_score
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks of a (peft-wrapped) causal LM: the units FSDP shards one by one."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = getattr(base.get_decoder(), "layers", None)
+    if layers is None:  # GPT-2 style
+        layers = getattr(base.get_decoder(), "h", None)
+    if layers is None:
+        raise UserError(f"{type(base).__name__}: no decoder layers found to shard")
+    return list(layers)
+
+
+
+class MemoryWatch:
+    """The peak of this process's resident memory above its level when the watch started,
+    sampled every millisecond on a thread (the model file's pages the kernel maps in while
+    reading it count: they take memory too). On a GPU the CUDA allocator's peak is used."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.baseline = resident_bytes()
+        self.peak = self.baseline
+        self._stop = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name="memory-watch").start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.001):
+            self.peak = max(self.peak, resident_bytes())
+
+    def used(self) -> float:
+        """Peak bytes above the baseline so far."""
+        self.peak = max(self.peak, resident_bytes())
+        return self.peak - self.baseline
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def resident_bytes() -> float:
+    import psutil
+
+    return float(psutil.Process().memory_info().rss)
