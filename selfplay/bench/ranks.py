@@ -21,6 +21,7 @@ from rich.table import Table
 
 GIB = 2**30
 PROMPT, COMPLETION, SEQUENCES = 48, 16, 8  # a GRPO-shaped batch: 8 completions of one prompt
+MICRO = 4  # sequences per micro-batch: one rank runs two after another, two ranks one each
 
 
 def _experiment(model: str, finetune: str, ranks: int):
@@ -30,7 +31,7 @@ def _experiment(model: str, finetune: str, ranks: int):
     return validate({
         "name": f"bench-{finetune}", "loop": "rlvr", "model": {"path": model},
         "sampling": {"max_new_tokens": COMPLETION},
-        "train": {"finetune": finetune, "micro_batch_size": SEQUENCES, "lr": 1e-4,
+        "train": {"finetune": finetune, "micro_batch_size": MICRO, "lr": 1e-4,
                   "parallel": {"ranks": ranks}, "lora": {"r": 16, "alpha": 32}},
         "roles": {"solver": {"prompt": "solver_terse"}},
         "rlvr": {"tasks": [{"name": "chain_sum"}]},
@@ -125,7 +126,7 @@ def bench_ranks(model: str = "embedded", ranks: int = 2, steps: int = 2,
             rows.append({"finetune": finetune, "ranks": count, "seconds": measured["seconds"],
                          "peak": max(measured["peaks"]), "planned": predicted.learner_peak})
     table = Table(title=f"learner on {model}: {SEQUENCES} sequences of {PROMPT}+{COMPLETION} "
-                        f"tokens per step, 1 rank vs {ranks}")
+                        f"tokens per step in micro-batches of {MICRO}, 1 rank vs {ranks}")
     for column in ("fine-tuning", "ranks", "s/step", "peak GiB/rank", "vs 1 rank",
                    "planned GiB", "plan error"):
         table.add_column(column, justify="right")

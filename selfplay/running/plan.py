@@ -13,8 +13,11 @@ Per learner rank (N ranks share the model with FSDP2; one rank holds it all):
   per layer and token ≈ (8·hidden + 4·intermediate) values kept for the backward pass (the
   layer's input only with ``gradient_checkpointing``, plus one layer recomputed at a time), and
   the chunked log-prob pass (``logprob_chunk_size`` × vocabulary logits);
-- loading: every rank reads the whole model before sharding it (in CPU memory; on a GPU it then
-  holds only its shard; a CPU rank keeps the file's pages mapped beside its shard);
+- loading: rank 0 reads the whole model into CPU memory and sends each rank its shards (the
+  others build the model on the meta device);
+- CPU ranks > 1: about the model's size again, measured on every rank (rank 1, which never reads
+  the file, too) and not accounted for by the terms above: gloo's collectives work on full-size
+  copies and the allocator keeps some; a calibrated term;
 - overhead: per process, the model code and allocator (CPU), or the CUDA context, NCCL buffers
   and fragmentation (GPU).
 
@@ -199,13 +202,13 @@ def _learner(config: ExperimentConfig, shape: Shape, gpu: bool, prompt: int) -> 
         rows["activations"] = shape.layers * full_layer
     scored = train.micro_batch_size * config.sampling.max_new_tokens  # completion tokens
     rows["log-prob chunk"] = 3 * min(train.logprob_chunk_size, scored) * shape.vocab * 4
-    if not gpu and ranks > 1:  # every CPU rank reads the whole model file; its pages stay
-        rows["model file"] = shape.params * stored
+    if not gpu and ranks > 1:  # measured, not derived: see the module's docstring
+        rows["gloo buffers (calibrated)"] = shape.params * stored
     rows["overhead"] = GPU_OVERHEAD if gpu else CPU_OVERHEAD
     steady = sum(rows.values())
     loading = shape.params * stored + rows["overhead"]
     rows["total"] = steady if gpu else max(steady, loading)  # the load happens in CPU memory
-    rows["loading (CPU, per rank)"] = shape.params * stored
+    rows["loading (CPU, rank 0)"] = shape.params * stored
     # between steps (while the engines generate): shards, gradients (kept to the next step's
     # zero_grad) and optimizer, nothing gathered, no activations
     rows["at rest"] = sum(rows[k] for k in ("weights", "gradients", "optimizer", "overhead"))

@@ -89,12 +89,19 @@ class RankWorker:
         # the driver's random state: every rank builds the same adapters (LoRA A is random),
         # and the same as a one-process learner built at this point
         torch.set_rng_state(rng_state)
-        model = load_causal_lm(Path(model_path), settings.dtype)
-        transform = logit_transform(model, model_path)
+        # only rank 0 reads the model file; the others build it on the meta device and receive
+        # their shards from rank 0 once it is sharded (N ranks would otherwise each hold the
+        # whole model in CPU memory while loading: 16 GB each for a 4B model in fp32)
+        reads = rank == 0
+        path = Path(model_path)
+        model = load_causal_lm(path, settings.dtype) if reads else meta_causal_lm(path,
+                                                                                 settings.dtype)
+        transform = broadcast_object(logit_transform(model, model_path) if reads else None)
         self.adapters = list(adapters) if settings.lora is not None else []
         if settings.lora is not None:
             model = attach_adapters(model, settings.lora, self.adapters)
         self.built_rng_state = torch.get_rng_state()
+        full = model.state_dict() if reads else {}  # rank 0's weights, its LoRA init included
         if settings.gradient_checkpointing:
             model.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
@@ -105,6 +112,8 @@ class RankWorker:
         self.scorer.mark_trainable()
         mesh = init_device_mesh(self.device.type, (world_size,))
         self.model = shard(model, mesh, parallel, cuda)
+        fill_from_rank0(self.model, full, self.device)
+        del full
         self.scorer.model = self.model
         self.scorer.entry = score_as_forward(self.model, self.scorer)
         self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
@@ -226,6 +235,43 @@ class RankWorker:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def meta_causal_lm(path: Path, dtype: str) -> torch.nn.Module:
+    """The model of ``path`` with no storage (the meta device): its shape, no weights read."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from selfplay.engines.models import DTYPES
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path),
+                                                 dtype=DTYPES[dtype])
+    return model.eval()
+
+
+def broadcast_object(value: Any) -> Any:
+    """Rank 0's ``value`` on every rank."""
+    import torch.distributed as dist
+
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def fill_from_rank0(model: torch.nn.Module, full: dict[str, torch.Tensor],
+                    device: torch.device) -> None:
+    """Give a sharded model built on the meta device (ranks > 0) its storage, then every rank
+    its shards of rank 0's ``full`` state and rank 0's buffers (rotary tables are buffers kept
+    out of state dicts)."""
+    import torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if any(p.is_meta for p in model.parameters()):
+        model.to_empty(device=device)
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    set_model_state_dict(model, full, options=options)
+    for buffer in model.buffers():
+        dist.broadcast(buffer, src=0)
 
 
 def shard(model: torch.nn.Module, mesh, parallel: ParallelSettings, cuda: bool) -> torch.nn.Module:
