@@ -50,8 +50,11 @@ $(VLLM_STAMP): Makefile
 	touch $(VLLM_STAMP)
 
 test-vllm: setup $(VLLM_STAMP)
+	rm -rf .cache/vllm-export && $(BIN)/python -m tests.integration.make_export .cache/vllm-export
 	SELFPLAY_TEST_MODEL_DIR="$$($(BIN)/python -c 'from selfplay.engines.models import resolve_model_path as r; print(r("embedded"))')" \
-	  PYTHONPATH=. $(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/integration/test_vllm_engine.py
+	  SELFPLAY_TEST_EXPORT_DIR=.cache/vllm-export \
+	  PYTHONPATH=. $(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/integration/test_vllm_engine.py \
+	  tests/integration/test_vllm_export.py
 
 # vLLM vs hf tokens/s on the same prompts, in one run (selfplay bench engine --backend vllm)
 bench-vllm: setup $(VLLM_STAMP)

@@ -43,7 +43,8 @@ def test_lora_adapter_loads_in_peft_and_matches_the_learner(lora_run, tmp_path):
     adapter = world.config.adapters()[0]
     (folder,) = export(run_dir, tmp_path / "out")
     assert folder == tmp_path / "out" / adapter
-    assert (folder / "adapter_config.json").exists()
+    assert (folder / "adapter_config.json").exists() and (folder / "README.md").exists()
+    assert sorted(p.name for p in folder.parent.iterdir()) == [adapter]  # nothing strays above
     base = AutoModelForCausalLM.from_pretrained(resolve_model_path("tiny-random"))
     untrained = _hf_logprobs(base)
     model = PeftModel.from_pretrained(base, folder).eval()

@@ -4,17 +4,15 @@ ranks that torchrun started; the sharded checkpoint exports the one-rank run's a
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
 import yaml
+
+from tests.processes import ENV, kill_after_rows, metric_rows, selfplay
 
 pytest.importorskip("ray")
 
@@ -32,23 +30,11 @@ EXPERIMENT = {
     "logging": {"wandb": "disabled", "progress": False},
     "checkpoint": {"every": 1, "keep": 2},
 }
-ENV = {**os.environ, "WANDB_MODE": "disabled"}
-
-
-def selfplay(*args: str) -> list[str]:
-    return [sys.executable, "-m", "selfplay", *args]
-
-
-def rows(run_dir) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def figures(run_dir) -> list[tuple]:
     return [(r["step"], r.get("train/loss"), r.get("train/grad_norm"), r.get("reward/player_0"))
-            for r in rows(run_dir) if not r.get("final")]
+            for r in metric_rows(run_dir) if not r.get("final")]
 
 
 def test_killed_on_two_ranks_resumes_on_one_and_on_two(tmp_path) -> None:
@@ -71,22 +57,9 @@ def test_killed_on_two_ranks_resumes_on_one_and_on_two(tmp_path) -> None:
         assert got == pytest.approx(want, rel=1e-4, abs=1e-6), ("torchrun", got, want)
 
     # the driver (and with it the rank actors it owns) dies with SIGKILL after step 1
-    process = subprocess.Popen(selfplay("run", str(path), f"run_dir={tmp_path / 'killed'}"),
-                               env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True)
-    deadline, run_dir = time.time() + 300, None
-    while time.time() < deadline:
-        found = list((tmp_path / "killed").glob("kr-*"))
-        run_dir = found[0] if found else None
-        if run_dir is not None and len(rows(run_dir)) >= 2:
-            break
-        assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    time.sleep(1)
-    os.killpg(process.pid, signal.SIGKILL)  # Ray's agents the driver left behind
-    killed_at = len(rows(run_dir))
+    run_dir = kill_after_rows(["run", str(path), f"run_dir={tmp_path / 'killed'}"],
+                              tmp_path / "killed", "kr-*")
+    killed_at = len(metric_rows(run_dir))
     assert 2 <= killed_at < STEPS, "the run must be killed mid-way"
     twin = tmp_path / "twin"
     shutil.copytree(run_dir, twin)

@@ -10,10 +10,12 @@ from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 
 
-def make_tiny_run(tmp_path: Path, loop: str = "rlvr", steps: int = 2, train: dict | None = None):
+def make_tiny_run(tmp_path: Path, loop: str = "rlvr", steps: int = 2, train: dict | None = None,
+                  model: str = "tiny-random"):
     """(run_dir, world) after ``steps`` steps with ``checkpoint.archive_every: 1, keep: 1``
     (``train``: more settings of the ``train`` section)."""
     data = tiny_config(tmp_path, train={"steps": steps, "lr": 5e-2, **(train or {})},
+                       model={"path": model},
                        checkpoint={"every": 1, "keep": 1, "archive_every": 1})
     if loop == "spiral":
         del data["rlvr"]

@@ -93,12 +93,17 @@ def _export_adapter(config: ExperimentConfig, trainable: dict, adapter: str, fol
         _save_tokenizer(base_path, folder)
         return folder
     model.peft_config[adapter].base_model_name_or_path = str(base_path)
-    # peft writes a non-default adapter to a sub-folder of its name; this folder is the adapter
+    # peft writes a non-default adapter to a sub-folder of its name (this folder), and its model
+    # card to the folder above: the card goes beside the adapter it describes
+    card = folder.parent / "README.md"
+    card_was_there = card.exists()
     model.save_pretrained(folder.parent, selected_adapters=[adapter])
-    if adapter == "default":  # peft's own name lands at the top: move it under its folder
-        folder.mkdir(exist_ok=True)
-        for name in ("adapter_config.json", "adapter_model.safetensors"):
-            (folder.parent / name).replace(folder / name)
+    moved = ["adapter_config.json", "adapter_model.safetensors"] if adapter == "default" else []
+    if not card_was_there and card.exists():
+        moved.append("README.md")
+    folder.mkdir(exist_ok=True)
+    for name in moved:
+        (folder.parent / name).replace(folder / name)
     return folder
 
 

@@ -65,16 +65,7 @@ def learner_settings(config: ExperimentConfig) -> LearnerSettings:
 
 
 def parallel_settings(config: ExperimentConfig) -> ParallelSettings:
-    parallel = config.train.parallel
-    return ParallelSettings(
-        ranks=parallel.ranks,
-        strategy=parallel.strategy,
-        offload=parallel.offload,
-        mixed_precision=parallel.mixed_precision,
-        threads_per_rank=parallel.threads_per_rank,
-        gpu_share=parallel.gpu_share,
-        address=config.cluster.address,
-    )
+    return ParallelSettings(**config.train.parallel.model_dump(), address=config.cluster.address)
 
 
 def build_engine(config: ExperimentConfig, model_path: Path):
