@@ -43,7 +43,10 @@ class EngineConfig(Strict):
     # vllm on a GPU shared with the learner: free the KV cache and offload the weights while the
     # learner steps, wake before generating (sync rollouts only)
     sleep: bool = False
-    prefix_caching: bool = True  # vllm: keep the keys/values of shared prompt prefixes
+    # keep the keys/values of shared prompt prefixes and compute them once (vllm: its own
+    # prefix cache; hf: selfplay.engines.prefix, holding at most prefix_cache_mb of them)
+    prefix_caching: bool = True
+    prefix_cache_mb: float = Field(256, ge=0)
 
 
 class SyncConfig(Strict):

@@ -91,6 +91,23 @@ class PreallocatedLayer(DynamicLayer):
         self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
         return self.keys, self.values
 
+    def preload(
+        self, batch: int, width: int, rows: list[tuple[int, torch.Tensor, torch.Tensor]]
+    ) -> None:
+        """Start holding ``width`` tokens per row: row ``i``'s past keys/values right-aligned
+        in slots ``[width - len, width)``. Every other slot is zero, not garbage: the caller masks
+        it, but a masked score is added to -inf, and NaN + -inf stays NaN."""
+        keys, values = rows[0][1], rows[0][2]
+        self.dtype, self.device = keys.dtype, keys.device
+        self._keys = keys.new_zeros((batch, keys.shape[1], self.capacity, keys.shape[-1]))
+        self._values = values.new_zeros((batch, values.shape[1], self.capacity, values.shape[-1]))
+        for i, row_keys, row_values in rows:
+            self._keys[i, :, width - row_keys.shape[-2] : width] = row_keys[0]
+            self._values[i, :, width - row_values.shape[-2] : width] = row_values[0]
+        self.length = width
+        self.keys, self.values = self._keys[:, :, :width], self._values[:, :, :width]
+        self.is_initialized = True
+
     def get_seq_length(self) -> int:
         return self.length
 

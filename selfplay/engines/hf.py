@@ -10,6 +10,9 @@ What it adds over ``model.generate``:
 - finished rows are dropped from the batch and its KV cache at once (``batch_select_indices``),
   so a batch costs what its live rows cost, not what its longest row costs;
 - prompts sorted by length so rows of similar length share a batch (less padding);
+- shared prompt prefixes (a role's rules, a GRPO group's prompt, a game's history) computed
+  once per batch and kept, bounded, for later batches (``selfplay.engines.prefix``;
+  ``engine.prefix_caching``, on by default);
 - stop strings checked on a short decoded tail, never on the whole text at every step;
 - a KV cache preallocated for the whole batch (no ``torch.cat`` of the cache every step), decode
   attention that shares each KV head between its query heads instead of copying the cache per
@@ -22,6 +25,8 @@ three 185 (``selfplay bench engine`` compares the engine against ``model.generat
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +36,7 @@ import torch
 from selfplay.config import LORA_TARGETS
 from selfplay.engines.base import BASE_ADAPTER, encode_request, read_weights_file
 from selfplay.engines.models import load_causal_lm, load_tokenizer
+from selfplay.engines.prefix import LayerKV, PrefixGroup, PrefixStore, group_by_prefix
 from selfplay.types import Completion, Request
 
 
@@ -78,6 +84,38 @@ def attach_adapters(model, lora: LoraSpec, adapters: list[str]):
     return peft_model
 
 
+# Below this many shared tokens a separate prefix forward costs more than it saves here.
+MIN_SHARED_PREFIX = 32
+
+
+def _kv_length(kv: LayerKV | None) -> int:
+    return 0 if kv is None else kv[0][0].shape[-2]
+
+
+@dataclass
+class _Prefill:
+    """The cache and first logits after a prefill, and where each row's tokens sit in it."""
+
+    cache: object  # transformers Cache of PreallocatedLayer
+    logits: torch.Tensor  # (rows, vocab) at each row's last prompt token
+    attention: torch.Tensor  # (rows, capacity) mask for every step: 0 on pads
+    spans: list[tuple[int, int, int]]  # per row: past starts, new tokens' pad starts, new start
+    width: int  # slots in use
+
+    def row_kv(self, row: int) -> LayerKV:
+        """Row ``row``'s keys/values without its pads, as a batch of one (copies)."""
+        past_start, past_end, new_start = self.spans[row]
+        out = []
+        for layer in self.cache.layers:
+            pair = []
+            for tensor in (layer.keys, layer.values):
+                kept = tensor[row : row + 1]
+                pieces = [kept[:, :, past_start:past_end], kept[:, :, new_start : self.width]]
+                pair.append(torch.cat(pieces, dim=2))
+            out.append((pair[0], pair[1]))
+        return out
+
+
 @dataclass
 class _Row:
     """Bookkeeping for one live sequence during decoding."""
@@ -108,6 +146,8 @@ class HFEngine:
         max_batch_size: int = 64,
         seed: int = 0,
         device: str | None = None,
+        prefix_caching: bool = True,
+        prefix_cache_mb: float = 256,
     ) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.tokenizer = load_tokenizer(model_path)
@@ -127,6 +167,10 @@ class HFEngine:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tokenizer.pad_token_id
+        # shared prompt prefixes computed once (selfplay.engines.prefix); None: every row alone
+        self.prefix_store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_caching else None
+        # where the time goes: seconds and tokens of prefills and decode steps, summed
+        self.stats: Counter[str] = Counter()
         # CPU threads to decode with, asked again at every step (async rollouts lend the
         # learner's cores to generation while the learner is idle); None: leave torch's setting.
         self.decode_threads: Callable[[], int] | None = None
@@ -134,7 +178,9 @@ class HFEngine:
     # ------------------------------------------------------------------ protocol
     def generate(self, requests: list[Request]) -> list[Completion]:
         rows = [self._row(i, request) for i, request in enumerate(requests)]
-        rows.sort(key=lambda row: len(row.prompt_ids))  # similar lengths share a batch
+        # similar lengths share a batch (less padding); with prefix reuse too, so that sampled
+        # rows draw their random numbers in the same order, and give the same tokens, either way
+        rows.sort(key=lambda row: len(row.prompt_ids))
         for start in range(0, len(rows), self.max_batch_size):
             self._decode_batch(rows[start : start + self.max_batch_size])
         rows.sort(key=lambda row: row.index)
@@ -143,6 +189,7 @@ class HFEngine:
     def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor]) -> None:
         """Install one adapter's LoRA tensors (peft names), or full weights when adapter is None."""
         self._unmerge()  # merged weights would fold the old adapter into the new base
+        self._forget_prefixes()
         if adapter is None:
             self.model.load_state_dict(weights, strict=False)
             return
@@ -164,17 +211,24 @@ class HFEngine:
         if self.lora is None or not self.adapters:
             raise ValueError("adapters can only be added to an engine built with LoRA adapters")
         self._unmerge()
+        self._forget_prefixes()
         self.model.add_adapter(adapter, self.lora.peft_config())
         self.adapters.append(adapter)
 
     def remove_adapter(self, adapter: str) -> None:
         self._unmerge()
+        self._forget_prefixes()
         if adapter in self.adapters and len(self.adapters) > 1:
             self.model.delete_adapter(adapter)
             self.adapters.remove(adapter)
 
     def close(self) -> None:
         del self.model
+
+    def _forget_prefixes(self) -> None:
+        """Stored keys/values were computed with the old weights: never serve them again."""
+        if self.prefix_store is not None:
+            self.prefix_store.clear()
 
     # ------------------------------------------------------------------ helpers
     def encode(self, request: Request) -> list[int]:
@@ -211,20 +265,24 @@ class HFEngine:
             stop_string=row.stop_string,
         )
 
-    def _forward_kwargs(self, rows: list[_Row]) -> dict:
+    def _route_rows(self, names: list[str]) -> bool:
         """One adapter for the whole batch: merge it into the base weights (no LoRA matmuls at
-        all, ~1.5x faster here). Mixed adapters: unmerged, peft routes rows by ``adapter_names``.
-        """
+        all, ~1.5x faster here) and return False. Mixed adapters: unmerged, and True: peft must
+        route rows by ``adapter_names`` (``_routing``)."""
         if not self.adapters:
-            return {}
-        names = {row.adapter for row in rows}
-        if len(names) == 1 and BASE_ADAPTER not in names:
-            self._merge(names.pop())
-            return {}
+            return False
+        distinct = set(names)
+        if len(distinct) == 1 and BASE_ADAPTER not in distinct:
+            self._merge(names[0])
+            return False
         self._unmerge()
-        return {
-            "adapter_names": ["__base__" if r.adapter == BASE_ADAPTER else r.adapter for r in rows]
-        }
+        return True
+
+    @staticmethod
+    def _routing(names: list[str], routed: bool) -> dict:
+        if not routed:
+            return {}
+        return {"adapter_names": ["__base__" if name == BASE_ADAPTER else name for name in names]}
 
     def _merge(self, adapter: str) -> None:
         if self._merged == adapter:
@@ -251,36 +309,123 @@ class HFEngine:
 
     @torch.inference_mode()
     def _decode_batch(self, rows: list[_Row]) -> None:
-        width = max(len(row.prompt_ids) for row in rows)
-        capacity = width + max(row.max_new_tokens for row in rows)
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        # the mask for every step at once: prompt padding is 0, everything generated is 1
-        attention = torch.ones((len(rows), capacity), dtype=torch.long)
-        for i, row in enumerate(rows):  # left padding keeps every row's last token at the end
-            input_ids[i, width - len(row.prompt_ids) :] = torch.tensor(row.prompt_ids)
-            attention[i, : width - len(row.prompt_ids)] = 0
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention[:, :width].cumsum(-1) - 1).clamp(min=0)
-        live = list(rows)
+        names = [row.adapter for row in rows]
+        routed = self._route_rows(names)
+        self.stats["prompt_tokens"] += sum(len(row.prompt_ids) for row in rows)
+        started = time.perf_counter()
+        prefill = self._prefill(rows, routed)
+        decoding = time.perf_counter()
+        self._decode(rows, prefill, self._routing(names, routed))
+        self.stats["prefill_seconds"] += decoding - started
+        self.stats["decode_seconds"] += time.perf_counter() - decoding
+
+    def _prefill(self, rows: list[_Row], routed: bool) -> _Prefill:
+        """Run the prompts through the model; with a prefix store, each group of rows sharing a
+        prefix gets its keys/values computed once (or found stored) and prefills its suffixes."""
+        prompts = [row.prompt_ids for row in rows]
+        decode_tokens = max(row.max_new_tokens for row in rows)
+        routing = self._routing([row.adapter for row in rows], routed)
+        if self.prefix_store is None:
+            return self._forward_new([None] * len(rows), prompts, decode_tokens, routing)
+        groups = group_by_prefix([row.adapter for row in rows], prompts, MIN_SHARED_PREFIX)
+        pasts: list[LayerKV | None] = [None] * len(rows)
+        news = list(prompts)
+        for group, kv in zip(groups, self._group_prefixes(groups, prompts, routed), strict=True):
+            for i in group.members:
+                pasts[i] = kv
+                news[i] = prompts[i][_kv_length(kv) :]
+        return self._forward_new(pasts, news, decode_tokens, routing)
+
+    def _group_prefixes(
+        self, groups: list[PrefixGroup], prompts: list[list[int]], routed: bool
+    ) -> list[LayerKV | None]:
+        """Keys/values of each group's prefix: from the store where it holds all of it, else
+        computed in one batch (one row per group), starting from the longest stored part."""
+        assert self.prefix_store is not None
+        found: list[LayerKV | None] = []
+        todo: list[int] = []
+        for g, group in enumerate(groups):
+            if not group.prefix:  # a lone row: use a stored prefix if there is a long one
+                ids = prompts[group.members[0]][:-1]
+                kv, shared = self.prefix_store.longest(group.adapter, ids)
+                found.append(kv if shared >= MIN_SHARED_PREFIX else None)
+                continue
+            kv, shared = self.prefix_store.longest(group.adapter, group.prefix)
+            found.append(kv)
+            if shared < len(group.prefix):
+                todo.append(g)
+        if todo:
+            pasts = [found[g] for g in todo]
+            news = [list(groups[g].prefix[_kv_length(found[g]) :]) for g in todo]
+            adapters = [groups[g].adapter for g in todo]
+            prefill = self._forward_new(pasts, news, 0, self._routing(adapters, routed))
+            for j, g in enumerate(todo):
+                found[g] = prefill.row_kv(j)
+                self.prefix_store.put(groups[g].adapter, groups[g].prefix, found[g])
+        return found
+
+    def _forward_new(
+        self,
+        pasts: list[LayerKV | None],
+        news: list[list[int]],
+        decode_tokens: int,
+        routing: dict,
+    ) -> _Prefill:
+        """One prefill forward: row ``i`` starts from ``pasts[i]`` (or nothing) and adds the
+        tokens ``news[i]``. Cache layout per row: [pad][past][pad][new][room to decode]; the
+        attention mask hides the pads and explicit positions continue each row's past, so a
+        row's keys/values are those of its prompt alone. Without pasts this is plain left
+        padding."""
+        past_width = max(_kv_length(kv) for kv in pasts)
+        new_width = max(len(ids) for ids in news)
+        capacity = past_width + new_width + decode_tokens
+        input_ids = torch.full((len(news), new_width), self.pad_id, dtype=torch.long)
+        positions = torch.zeros((len(news), new_width), dtype=torch.long)
+        attention = torch.ones((len(news), capacity), dtype=torch.long)  # every step's mask
+        for i, (kv, ids) in enumerate(zip(pasts, news, strict=True)):
+            past, pad = _kv_length(kv), new_width - len(ids)
+            input_ids[i, pad:] = torch.tensor(ids)
+            positions[i] = past + (torch.arange(new_width) - pad).clamp(min=0)
+            attention[i, : past_width - past] = 0
+            attention[i, past_width : past_width + pad] = 0
         from selfplay.engines.fast_decode import preallocated_cache
 
         cache = preallocated_cache(self._num_layers(), capacity)
-        kwargs = self._forward_kwargs(live)
+        if past_width:
+            for layer_index, layer in enumerate(cache.layers):
+                rows = [(i, *kv[layer_index]) for i, kv in enumerate(pasts) if kv is not None]
+                layer.preload(len(news), past_width, rows)
         self._adjust_threads()
         out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention[:, :width],
-            position_ids=positions,
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention[:, : past_width + new_width].to(self.device),
+            position_ids=positions.to(self.device),
             past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
-            **kwargs,
+            **routing,
         )
-        logits = out.logits[:, -1, :]
-        next_positions = positions[:, -1:] + 1
-        length = width  # tokens in the cache so far
+        self.stats["prefill_tokens"] += sum(len(ids) for ids in news)
+        return _Prefill(
+            cache=cache,
+            logits=out.logits[:, -1, :],
+            attention=attention.to(self.device),
+            spans=[
+                (past_width - _kv_length(kv), past_width, past_width + new_width - len(ids))
+                for kv, ids in zip(pasts, news, strict=True)
+            ],
+            width=past_width + new_width,
+        )
+
+    def _decode(self, rows: list[_Row], prefill: _Prefill, routing: dict) -> None:
+        """Sample token after token; finished rows leave the batch and its cache at once."""
+        cache, attention, logits = prefill.cache, prefill.attention, prefill.logits
+        next_positions = torch.tensor([[len(row.prompt_ids)] for row in rows], device=self.device)
+        live = list(rows)
+        length = prefill.width  # slots of the cache in use
         while True:
             tokens = self._sample(logits, live)
+            self.stats["decode_tokens"] += len(live)
             keep = [i for i, row in enumerate(live) if row.finish_reason is None]
             if not keep:
                 return
@@ -290,8 +435,8 @@ class HFEngine:
                 attention, tokens = attention[index], tokens[index]
                 next_positions = next_positions[index]
                 live = [live[i] for i in keep]
-                if "adapter_names" in kwargs:  # keep the per-row routing aligned with the rows
-                    kwargs = {"adapter_names": [kwargs["adapter_names"][i] for i in keep]}
+                if routing:  # keep the per-row routing aligned with the rows
+                    routing = {"adapter_names": [routing["adapter_names"][i] for i in keep]}
             length += 1
             self._adjust_threads()
             out = self.model(
@@ -300,7 +445,7 @@ class HFEngine:
                 position_ids=next_positions,
                 past_key_values=cache,
                 use_cache=True,
-                **kwargs,
+                **routing,
             )
             logits = out.logits[:, -1, :]
             next_positions = next_positions + 1

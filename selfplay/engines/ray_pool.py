@@ -457,4 +457,6 @@ def _engine_kwargs(config: Any, lora: Any, gpu: bool) -> dict[str, Any]:
         "lora": lora,
         "max_batch_size": engine.max_batch_size,
         "device": device,
+        "prefix_caching": engine.prefix_caching,
+        "prefix_cache_mb": engine.prefix_cache_mb,
     }

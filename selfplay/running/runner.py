@@ -97,6 +97,8 @@ def build_engine(config: ExperimentConfig, model_path: Path):
         max_batch_size=config.engine.max_batch_size,
         seed=config.seed,
         device=config.engine.device,
+        prefix_caching=config.engine.prefix_caching,
+        prefix_cache_mb=config.engine.prefix_cache_mb,
     )
 
 
