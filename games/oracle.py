@@ -10,6 +10,13 @@ what the game itself shows the player:
   0..the largest small integer on the page (pile sizes, "6 rows and 7 columns"), a letter slot
   over the board's axis letters (`a b c d e f g h` under a board, or `A`..`J` opening rows).
 
+A template naming two squares (`[a2 a3]`, `[b1b3]`, `[2 1 3 2]`: a piece's square, then where
+it goes) is too big to try in full on a board (8x8 squares: 4096 pairs). Its pairs are tried in
+order instead of sampled: from squares that the latest board drawn on the page shows holding a
+piece first, and within those, the nearest targets first (distance 1, then 2, ..., straight and
+diagonal lines before other squares at the same distance), so steps, jumps and long slides are
+all reached; pairs from empty squares come last.
+
 The caller tries each candidate on a copy of the game's state (`try_move`); the ones the game
 accepts are legal. A nonsense probe guards against games that accept any text (a chat turn): a
 set is only "known" when the probe is refused and every template was enumerated in full within
@@ -23,7 +30,7 @@ import itertools
 import random
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from games.actions import bracketed_tokens, normalize_action
@@ -54,7 +61,14 @@ _SLOT = re.compile(
 _AXIS_LINE = re.compile(r"^[\s|]*(?:[A-Za-z][\s|]+){2,}[A-Za-z][\s|]*$")
 _ROW_LABEL = re.compile(r"^\s*([A-Za-z])(?:\s|\||$)")
 _NUMBER_AXIS_LINE = re.compile(r"^[\s|]*(?:\d+[\s|]+){2,}\d+[\s|]*$")
-_NUMBER_ROW_LABEL = re.compile(r"^\s*(\d+)\s*\|")
+_NUMBER_ROW_LABEL = re.compile(r"^\s*(\d+)\s*[|\u2502\u2503\u2551]")
+# A board row: a label (`8`, `A`) then cells, after a bar or spaces ("8 | B B", "A   ~  ~").
+_BOARD_ROW = re.compile(r"^\s*([A-Za-z]|\d+)(?=\s*[|\u2502\u2503\u2551]|\s)")
+_AXIS_LABEL = re.compile(r"[A-Za-z]|\d+")
+_WORD_SEPARATOR = re.compile(r"(\s*,\s*|\s+)")
+_FORMAT_WORD = re.compile(r"[a-z][A-Za-z]*")
+_CELL_WALLS = set("|+\u2502\u2503\u2551")
+_EMPTY_MARKS = set(" .\u00b7_-\u2500\u2501\u2550")  # a cell showing only these holds no piece
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,53 @@ def _longest_alphabet_run(letters: Iterable[str]) -> str:
     return best
 
 
+def board_cells(text: str) -> dict[tuple[str, str], bool]:
+    """Whether each square of the latest board drawn on the page shows a piece.
+
+    Keys are (row label, column label), lowercased: `("8", "a")` under a file axis `a b c`,
+    `("0", "3")` under a number axis. A cell is read at its column label's position in the axis
+    line (one character either side); it is empty when it shows only blanks, dots or dashes.
+    Empty when no board is found: an axis line with at least two labelled rows beside it.
+    """
+    lines = text.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        if not (_AXIS_LINE.match(line) or _NUMBER_AXIS_LINE.match(line)):
+            continue
+        rows = _rows_beside(lines, index, -1) + _rows_beside(lines, index, 1)
+        if len(rows) < 2:
+            continue
+        columns = [(m.group().lower(), m.start(), m.end()) for m in _AXIS_LABEL.finditer(line)]
+        cells = {}
+        for row in rows:
+            label = _BOARD_ROW.match(row).group(1).lower()  # type: ignore[union-attr]
+            for column, start, end in columns:
+                shown = set(row[max(start - 1, 0) : end + 1]) - _CELL_WALLS
+                cells[label, column] = bool(shown - _EMPTY_MARKS)
+        return cells
+    return {}
+
+
+def _rows_beside(lines: list[str], axis: int, step: int) -> list[str]:
+    """Labelled board rows next to the axis line at `axis`, going up (-1) or down (1); rule
+    lines (`+---+`) between rows are skipped; a blank line once a row is seen, or an axis line,
+    ends the board."""
+    rows: list[str] = []
+    index = axis + step
+    while 0 <= index < len(lines):
+        line = lines[index]
+        if _AXIS_LINE.match(line) or _NUMBER_AXIS_LINE.match(line):
+            break  # the board's other axis line, or the next board's
+        if _BOARD_ROW.match(line):
+            rows.append(line)
+        elif line.strip() and not any(c.isalnum() for c in line):
+            pass  # a rule line between rows
+        elif line.strip() or rows:
+            break
+        index += step
+    return rows
+
+
 def page_tokens(text: str) -> list[str]:
     """Bracketed tokens a player could type: short, one line, not a sender tag."""
     kept = []
@@ -145,6 +206,12 @@ class Template:
     def slots(self) -> list[tuple[str, ...]]:
         return [part for part in self.parts if isinstance(part, tuple)]
 
+    @property
+    def names_two_squares(self) -> bool:
+        """Four slots read as two squares over the same board: `[a2 a3]`, `[2 1 3 2]`."""
+        slots = self.slots()
+        return len(slots) == 4 and slots[0] == slots[2] and slots[1] == slots[3]
+
 
 def template(
     token: str,
@@ -157,9 +224,17 @@ def template(
 
     A placeholder (`[Bet N]`) on a page that also shows numbers above INT_CAP (chips, a 0-100
     range) may take values the range misses, so its template is marked as a guess.
+
+    With no board drawn, a letter with a number is a name ("A4" = 4 units on field A), except
+    in a token naming exactly two squares (`[a2a3]` in a blind game): its files are guessed as
+    the first letters of the alphabet, as many as the largest integer on the page ("8x8").
     """
     parts: list[str | tuple[str, ...]] = []
     last, guessed = 0, False
+    squares = sum(match.group("letter") is not None for match in _SLOT.finditer(token))
+    if not letters and squares == 2 and integers:
+        letters = "abcdefghijklmnopqrstuvwxyz"[: int(integers[-1])]
+        guessed = True
     for match in _SLOT.finditer(token):
         parts.append(token[last : match.start()])
         if match.group("letter") is not None:
@@ -178,6 +253,22 @@ def template(
         return None
     parts.append(token[last:])
     return Template(tuple(parts), guessed)
+
+
+def word_template(token: str, integers: tuple[str, ...]) -> Template | None:
+    """A format spelled in two to four lowercase words (`[row, col]`, `[x y]`): each word an
+    integer slot, the separators kept. A guess (the words may mean anything), so never complete;
+    None for any other token."""
+    body = token[1:-1].strip()
+    pieces = _WORD_SEPARATOR.split(body)
+    words, separators = pieces[::2], pieces[1::2]
+    if not 2 <= len(words) <= 4 or not all(_FORMAT_WORD.fullmatch(word) for word in words):
+        return None
+    parts: list[str | tuple[str, ...]] = ["["]
+    for word_index in range(len(words)):
+        parts.append(integers)
+        parts.append(separators[word_index] if word_index < len(separators) else "]")
+    return Template(tuple(parts), guessed=True)
 
 
 # ---------------------------------------------------------------------- candidates
@@ -210,7 +301,10 @@ def candidates(text: str, max_trials: int = DEFAULT_MAX_TRIALS, seed: int = 0) -
     templates = [
         t for t in (template(token, integers, letters, big_numbers, ranks) for token in tokens) if t
     ]
-    unique = {t.parts: t for t in templates}
+    cells = board_cells(text)
+    # beside a board, a format named in words (`[row, col]`) takes the board's numbers
+    spelled = [word_template(token, integers) for token in tokens] if cells else []
+    unique = {t.parts: t for t in [*filter(None, spelled), *templates]}  # a real one wins
     complete = True
     rng = random.Random(seed)
     for tpl in sorted(unique.values(), key=lambda t: t.size):
@@ -221,6 +315,10 @@ def candidates(text: str, max_trials: int = DEFAULT_MAX_TRIALS, seed: int = 0) -
             break
         if tpl.size <= budget:
             for values in itertools.product(*tpl.slots()):
+                add(tpl.fill(values))
+        elif tpl.names_two_squares:
+            complete = False
+            for values in itertools.islice(square_pairs(tpl.slots(), cells, rng), budget):
                 add(tpl.fill(values))
         else:
             complete = False
@@ -245,6 +343,57 @@ def sample_local(slots: list[tuple[str, ...]], rng: random.Random, reach: int = 
     return tuple(slot[i] for slot, i in zip(slots, picked, strict=True))
 
 
+def square_pairs(
+    slots: list[tuple[str, ...]], cells: dict[tuple[str, str], bool], rng: random.Random
+) -> Iterator[tuple[str, ...]]:
+    """Every (from, to) pair of a two-square template, the likely moves first.
+
+    From squares the board shows holding a piece come first (all squares when no board is
+    drawn), then its empty squares, then squares off the board (an integer range wider than the
+    board); within each group, pairs go by distance between the squares (1, 2, ...: steps, jumps,
+    slides), pairs on a straight or diagonal line before others at the same distance, ties in
+    seeded random order. A square to itself comes last. Lazy: a budget takes a prefix.
+    """
+    files, ranks = slots[0], slots[1]
+    squares = [(i, j) for i in range(len(files)) for j in range(len(ranks))]
+
+    def shows(square: tuple[int, int]) -> int:
+        """0: a piece (or no board to tell), 1: an empty square, 2: not on the board."""
+        a, b = files[square[0]].lower(), ranks[square[1]].lower()
+        found = [cells[key] for key in ((a, b), (b, a)) if key in cells]
+        if not cells or any(found):
+            return 0
+        return 1 if found else 2
+
+    groups: tuple[list[tuple[int, int]], ...] = ([], [], [])
+    for square in squares:
+        groups[shows(square)].append(square)
+    reach = max(len(files), len(ranks))
+    for group in groups:
+        for distance in range(1, reach):
+            ring = []
+            for fi, fj in group:
+                for ti, tj in _ring((fi, fj), distance, len(files), len(ranks)):
+                    line = ti == fi or tj == fj or abs(ti - fi) == abs(tj - fj)
+                    ring.append((not line, rng.random(), (fi, fj, ti, tj)))
+            ring.sort()
+            for _, _, (fi, fj, ti, tj) in ring:
+                yield files[fi], ranks[fj], files[ti], ranks[tj]
+    for i, j in squares:
+        yield files[i], ranks[j], files[i], ranks[j]
+
+
+def _ring(
+    square: tuple[int, int], distance: int, width: int, height: int
+) -> Iterator[tuple[int, int]]:
+    """Squares exactly `distance` king steps from `square`, on the board."""
+    i, j = square
+    for ti in range(max(i - distance, 0), min(i + distance, width - 1) + 1):
+        for tj in range(max(j - distance, 0), min(j + distance, height - 1) + 1):
+            if max(abs(ti - i), abs(tj - j)) == distance:
+                yield ti, tj
+
+
 # ---------------------------------------------------------------------- the oracle
 def find_legal(
     text: str,
@@ -260,10 +409,11 @@ def find_legal(
     start = time.perf_counter()
     tried: set[str] = set()
     accepted: tuple[str, ...] = ()
-    # A sampled set that found nothing gets up to SAMPLE_ROUNDS fresh samples: a player with
-    # no move at all would stall the game, so the cost bound is max_trials * SAMPLE_ROUNDS.
+    # A sampled set that found nothing gets up to SAMPLE_ROUNDS more budgets of candidates (the
+    # ordered square pairs go on where the last round stopped, samples draw more): a player
+    # with no move at all would stall the game, so the cost bound is max_trials * SAMPLE_ROUNDS.
     for round_ in range(SAMPLE_ROUNDS):
-        found = candidates(text, max_trials, seed + 7919 * round_)
+        found = candidates(text, max_trials * (round_ + 1), seed)
         for move in found.moves:
             if move in tried:
                 continue

@@ -9,7 +9,9 @@ TextArena facts this relies on (textarena 0.7.4, read from its source):
 - `env.get_observation()` *drains* the pending messages of the current player, so it is
   called exactly once per turn here and the rendered text is cached.
 - Observations are strings with the default LLM wrappers, but a list of
-  (sender, message, type) tuples for "-raw" ids; both are rendered to text.
+  (sender, message, type) tuples for "-raw" ids; both are rendered to text. The wrappers'
+  strings hold the whole game so far; a "-raw" list holds only the messages since the
+  player's last turn (the rules, with the move format, come once, at the start).
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ class TextArenaGame(TwoPlayerGame):
         self.env_error: str | None = None
         self.raw_rewards: dict[int, float] | None = None
         self._seen: dict[int, str] = {}
+        self._pages: dict[int, str] = {}  # everything each player was shown (the oracle's page)
         self._invalid_calls: list[tuple[int, str]] = []  # (player, reason) per call
         self._legal: dict[tuple[int, int], LegalSet] = {}  # (turn, player) -> legal set
         self.legal_sources: Counter[str] = Counter()  # states asked about, by source
@@ -190,7 +193,13 @@ class TextArenaGame(TwoPlayerGame):
         """Fetch the next player's observation (once: get_observation drains messages)."""
         player, observation = self.env.get_observation()
         self.current_player = int(player)
-        self._seen[self.current_player] = render_observation(observation)
+        text = render_observation(observation)
+        self._seen[self.current_player] = text
+        if isinstance(observation, str):  # a wrapper's text: the whole game so far
+            self._pages[self.current_player] = text
+        else:  # a "-raw" list: the messages since this player's last turn, added up
+            earlier = self._pages.get(self.current_player)
+            self._pages[self.current_player] = f"{earlier}\n{text}" if earlier else text
 
     def _play(self, actor: int, action: str) -> tuple[int, str] | None:
         """Step the env; who broke a rule and why, or None (then an env ending is read)."""
@@ -283,8 +292,11 @@ class TextArenaGame(TwoPlayerGame):
             return LegalSet(tuple(listed), LISTING)
         if self.oracle_trials <= 0:
             return LegalSet((), UNKNOWN, "the legal-move oracle is off (oracle_trials: 0)")
+        # the oracle reads everything the player was shown: a "-raw" turn's text alone lacks
+        # the rules' move format
+        page = self._pages.get(player, text)
         with isolated_side_effects():
-            return find_legal(text, self.accepts, self.oracle_trials, seed=self.turn)
+            return find_legal(page, self.accepts, self.oracle_trials, seed=self.turn)
 
     def accepts(self, action: str) -> bool:
         """Whether the game would accept `action` now: played on a deep copy of the env.

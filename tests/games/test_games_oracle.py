@@ -17,6 +17,7 @@ from games.oracle import (
     UNKNOWN,
     axis_letters,
     axis_numbers,
+    board_cells,
     candidates,
     find_legal,
 )
@@ -182,6 +183,135 @@ def test_templates_fill_integer_ranges_and_placeholders() -> None:
     assert {"[0 0]", "[3 3]", "[1 2]"} <= moves
     bets = set(candidates("Valid: '[bet X]' (X <= 5)").moves)
     assert {"[bet 1]", "[bet 5]"} <= bets
+
+
+# ---------------------------------------------------------------------- moves naming two squares
+BREAKTHROUGH_BOARD = """[GAME] Use UCI-like notation in brackets, e.g. [a2a3].
+ 3 | B B B
+ 2 | . . .
+ 1 | W W W
+     a b c
+[White] [a2a3]
+ 3 | B . B
+ 2 | . . .
+ 1 | W . W
+     a b c"""
+
+LINES_BOARD = """Move format: `[b1b3]`.
+    a   b   c
+  +---+---+---+
+3 | X |   |   | 3
+  +---+---+---+
+2 |   | O |   | 2
+  +---+---+---+
+1 |   |   | O | 1
+  +---+---+---+
+    a   b   c"""
+
+CHECKERS_BOARD = """Make your move in the format [rowFrom colFrom rowTo colTo], e.g. '[2 1 3 2]'.
+     0  1  2
+   +---------
+ 0 | .  b  .
+ 1 | .  .  .
+ 2 | r  .  r
+"""
+
+CHESS_BOARD = """Make your moves in UCI format (e.g., [e2e4]).
+    a    b    c
+  \u250c\u2500\u2500\u2500\u2500\u252c\u2500\u2500\u2500\u2500\u252c\u2500\u2500\u2500\u2500\u2510
+2 \u2502 \u265c  \u2502    \u2502    \u2502 2
+  \u251c\u2500\u2500\u2500\u2500\u253c\u2500\u2500\u2500\u2500\u253c\u2500\u2500\u2500\u2500\u2524
+1 \u2502    \u2502 \u2654  \u2502    \u2502 1
+  \u2514\u2500\u2500\u2500\u2500\u2534\u2500\u2500\u2500\u2500\u2534\u2500\u2500\u2500\u2500\u2518
+    a    b    c"""
+
+
+def pieces(text: str) -> set[tuple[str, str]]:
+    return {square for square, shows_piece in board_cells(text).items() if shows_piece}
+
+
+def test_the_latest_board_on_the_page_is_read() -> None:
+    assert set(board_cells(BREAKTHROUGH_BOARD)) == {(r, f) for r in "123" for f in "abc"}
+    assert pieces(BREAKTHROUGH_BOARD) == {("3", "a"), ("3", "c"), ("1", "a"), ("1", "c")}
+    assert pieces(LINES_BOARD) == {("3", "a"), ("2", "b"), ("1", "c")}  # walls and rules skipped
+    assert pieces(CHECKERS_BOARD) == {("0", "1"), ("2", "0"), ("2", "2")}
+    assert pieces(CHESS_BOARD) == {("2", "a"), ("1", "b")}
+    assert board_cells("Nim: piles 3 4 5. Remove with [pile quantity].") == {}
+
+
+def five_by_five(moves: str, board: list[str]) -> str:
+    rows = [f"{5 - i} | {row}" for i, row in enumerate(board)]
+    return "\n".join([f"Submit moves as '{moves}' (from -> to).", *rows, "    a b c d e"])
+
+
+def test_a_capture_two_squares_away_is_found() -> None:
+    """Every step is blocked, the one legal move jumps: a sample of neighbouring squares (the
+    old candidates) never names it, so the random player had to guess and lost."""
+    text = five_by_five(
+        "[a2 a3]", ["B B B B B", "B B B B B", "R R R R R", ". . B . .", "R R R R R"]
+    )
+    found = find_legal(text, lambda move: move == "[c1 c3]")
+    assert found.actions == ("[c1 c3]",) and found.source == PARTIAL
+
+
+def test_a_slide_across_the_board_is_found() -> None:
+    text = LINES_BOARD.replace("3 | X |", "3 |   |") + "\n"  # two pieces: b2 and c1
+    text = text.replace("    a   b   c\n  +", "    a   b   c   d   e   f   g   h\n  +", 1)
+    legal = {"[c1c3]", "[b2b1]"}
+    found = find_legal(text, lambda move: move in legal)
+    assert set(found.actions) == legal
+
+
+def test_pairs_from_pieces_come_first() -> None:
+    moves = candidates(five_by_five("[a2 a3]", [". . . . .", ". . B . .", ". . . . .",
+                                                ". . . . .", "R . . . ."]), 16).moves  # fmt: skip
+    pairs = [m for m in moves if m != "[a2 a3]"]
+    assert pairs and all(m[1:3] in ("c4", "a1") for m in pairs)
+
+
+def test_two_squares_without_a_board_range_over_the_page_size() -> None:
+    """Blind Breakthrough draws no board: files a..h are guessed from "8x8" (they used to be
+    the example's own letter only, so the random player moved column a until it was stuck)."""
+    text = "You move up on an 8x8 board. Use UCI-like notation, e.g. [a2a3]."
+    found = find_legal(text, lambda move: move in {"[h2h3]", "[g2g3]"})
+    assert set(found.actions) == {"[h2h3]", "[g2g3]"} and found.source == PARTIAL
+
+
+def test_a_format_spelled_in_words_beside_a_board() -> None:
+    text = "Provide your move in the format '[row, col]'.\n  0 1 2\n0|.|.|.|\n1|.|B|W|\n2|.|.|.|"
+    found = find_legal(text, lambda move: move in {"[0, 2]", "[2, 0]"})
+    assert set(found.actions) == {"[0, 2]", "[2, 0]"} and found.source == PARTIAL
+    assert candidates("[row, col] with no board", 50).moves == ["[row, col]"]
+
+
+# Ids whose three seeded random games all used to end by an invalid move of the random player
+# (issue 24), with a turn cap past the first such move (the oracle, before: no move found).
+NAMED_SQUARE_GAMES = [
+    ("Alquerque-v0", 15),  # [a2 a3]; when every step is blocked, only a two-square jump is left
+    ("LinesOfAction-v0", 6),  # [b1b3]; a piece slides as far as its line holds pieces
+    ("Breakthrough-v0-blind", 10),  # [a2a3] with no board drawn
+    ("Othello-v0-hard", 3),  # [row, col] spelled in words, no move listed
+    ("LiarsDice-v0-raw", 7),  # a -raw turn shows only new messages, without the move format
+]
+
+
+@pytest.mark.parametrize(("env_id", "max_turns"), NAMED_SQUARE_GAMES)
+def test_random_player_moves_legally_on_board_games(env_id: str, max_turns: int) -> None:
+    from games.verify_offline import play_random
+
+    for seed in range(3):
+        game = play_random(env_id, seed=seed, max_turns=max_turns)
+        assert game.invalid_move_by is None, (env_id, seed, game.turn, game.reason)
+        assert all(legal.actions for legal in game._legal.values()), (env_id, seed)
+
+
+def test_a_raw_page_keeps_what_the_player_was_shown() -> None:
+    game = new_game("Alquerque-v0-raw")
+    for move in ("[a2 a3]", "[a4 b3]"):
+        assert game.step(move).valid
+    assert "[a2 a3]'" not in game.observation(0)  # this turn's messages only
+    assert "Submit moves as '[a2 a3]'" in game._pages[0]
+    assert game.example_actions(0)
 
 
 # ---------------------------------------------------------------------- players and prompts
