@@ -168,6 +168,14 @@ class RolloutConfig(Strict):
     learner_threads: int | None = Field(None, ge=1)
 
 
+class ThreadsConfig(Strict):
+    """CPU threads of the driver process (selfplay.running.threads, docs/threads.md)."""
+
+    # torch threads of the in-process engine and learner (None: the cores this process may use)
+    torch: int | None = Field(None, ge=1)
+    interop: int = Field(1, ge=1)  # torch's inter-op pool (nothing here runs ops side by side)
+
+
 # the `curriculum:` section: one model, declared beside the samplers it configures
 CurriculumConfig = CurriculumSettings
 
@@ -204,6 +212,7 @@ class ExperimentConfig(Strict):
     checkpoint: CheckpointConfig = CheckpointConfig()
     cluster: ClusterConfig = ClusterConfig()
     rollout: RolloutConfig = RolloutConfig()
+    threads: ThreadsConfig = ThreadsConfig()
     sync: SyncConfig = SyncConfig()
     curriculum: CurriculumConfig = CurriculumConfig()
     _section: str | None = PrivateAttr(None)

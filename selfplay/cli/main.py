@@ -169,6 +169,8 @@ def cmd_corpus(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.what not in BENCHES:
+        raise UserError(f"unknown bench {args.what!r}; choose one of: {', '.join(BENCHES)}")
     _quiet_libraries()
     if args.what == "corpus":
         from selfplay.bench.corpus import bench_corpus
@@ -197,6 +199,10 @@ def cmd_bench(args) -> int:
             bench_ranks(model=args.model, ranks=args.ranks)
         else:
             bench_learner(model=args.model, batch=args.batch, seq_len=args.seq_len)
+    elif args.what == "threads":
+        from selfplay.bench.threads import bench_threads
+
+        bench_threads()
     elif args.what == "sync":
         from selfplay.bench.sync import bench_sync
 
@@ -214,23 +220,35 @@ def cmd_bench(args) -> int:
 
         bench_rewards(count=args.questions)
     elif args.what == "step":
-        from selfplay.bench.step import bench_step
+        from selfplay.bench.step import bench_prefix, bench_step
 
-        bench_step(
-            experiment=args.experiment,
-            steps=args.steps,
-            staleness=args.staleness,
-            overrides=args.overrides,
-        )
+        experiment, overrides = _bench_target(args)
+        if args.compare == "async":
+            bench_step(experiment, args.steps, args.staleness, overrides)
+        else:
+            bench_prefix(experiment, args.steps, overrides)
     elif args.what == "curriculum":
         from selfplay.bench.curriculum import bench_curriculum
 
         bench_curriculum(seeds=args.seeds, out=args.out, max_steps=args.max_steps)
+    elif args.what == "peer":
+        from selfplay.bench.peer import bench_peer
+
+        bench_peer(experiment=args.experiment, steps=args.steps, overrides=args.overrides)
     return 0
 
 
 BENCHES = ["engine", "learner", "sandbox", "step", "oracle", "corpus", "rewards", "curriculum",
-           "sync"]
+           "sync", "threads", "peer"]
+
+
+def _bench_target(args) -> tuple[str, list[str]]:
+    """``bench step EXPERIMENT key=value ...``: the first word without ``=`` names the
+    experiment (``--experiment`` still works)."""
+    words = list(args.overrides)
+    if words and "=" not in words[0]:
+        return words[0], words[1:]
+    return args.experiment, words
 
 
 def parser() -> argparse.ArgumentParser:
@@ -323,7 +341,7 @@ def parser() -> argparse.ArgumentParser:
     add_corpus_parser(sub).set_defaults(func=cmd_corpus)
 
     bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")
-    bench.add_argument("what", choices=BENCHES)
+    bench.add_argument("what", metavar="NAME", help="one of: " + ", ".join(BENCHES))
     bench.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     bench.add_argument("--model", default="embedded")
     bench.add_argument("--prompts", type=int, default=32)
@@ -338,6 +356,12 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
     bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
     bench.add_argument("--staleness", type=int, default=1, help="step: async max staleness")
+    bench.add_argument(
+        "--compare",
+        default="prefix",
+        choices=["prefix", "async"],
+        help="step: prefix reuse off vs on (default), or sync vs async rollouts",
+    )
     bench.add_argument("--vectors", type=int, default=1_000_000, help="corpus: index size")
     bench.add_argument("--queries", type=int, default=200, help="corpus: timed searches")
     bench.add_argument("--texts", type=int, default=256, help="corpus: chunks to embed")
@@ -350,7 +374,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--seeds", type=int, default=5, help="curriculum: students per sampler")
     bench.add_argument("--max-steps", type=int, default=1500, help="curriculum: step budget")
     bench.add_argument("--out", default="runs/bench-curriculum", help="curriculum: plot folder")
-    bench.add_argument("overrides", nargs="*", help="step: key=value overrides of the experiment")
+    bench.add_argument(
+        "overrides", nargs="*", help="step: [EXPERIMENT] key=value overrides of the experiment"
+    )
     bench.set_defaults(func=cmd_bench)
     return top
 

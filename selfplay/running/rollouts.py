@@ -21,7 +21,6 @@ sampled which batch).
 from __future__ import annotations
 
 import asyncio
-import os
 import queue
 import threading
 import time
@@ -69,9 +68,9 @@ class _Stopped(Exception):
 def split_threads(engine_threads: int | None, learner_threads: int | None) -> tuple[int, int]:
     """CPU threads for generation and learning while they overlap (default: half the cores
     each)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    engine = engine_threads or max(1, (cores or 1) // 2)
-    learner = learner_threads or max(1, (cores or 1) - engine)
+    cores = torch.get_num_threads()  # the thread policy's share for this process
+    engine = engine_threads or max(1, cores // 2)
+    learner = learner_threads or max(1, cores - engine)
     return engine, learner
 
 

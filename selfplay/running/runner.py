@@ -28,6 +28,7 @@ from selfplay.rl.losses import LOSS_PRESETS
 from selfplay.running.checkpoint import LEARNER, Checkpointer, restore_rng, rng_state
 from selfplay.running.plan import check as check_fits
 from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
+from selfplay.running.threads import apply_thread_policy
 from selfplay.running.tracking import RunLogger, console, episode_metrics, read_metrics
 from selfplay.running.transports import (
     Probe,
@@ -132,6 +133,7 @@ def weight_sync(config: ExperimentConfig, run_dir: Path, engine, learner) -> Wei
 
 def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | None = None) -> World:
     torch.manual_seed(config.seed)
+    apply_thread_policy(config)
     model_path = resolve_model_path(config.model.path)
     loop = loop or make_loop(config)
     engine = build_engine(config, model_path)
