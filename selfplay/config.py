@@ -169,7 +169,7 @@ class RolloutConfig(Strict):
 
 
 class ThreadsConfig(Strict):
-    """CPU threads of the driver process (selfplay.running.threads, docs/threads.md)."""
+    """CPU threads of the driver process (selfplay.running.threads, docs/speed.md#threads)."""
 
     # torch threads of the in-process engine and learner (None: the cores this process may use)
     torch: int | None = Field(None, ge=1)

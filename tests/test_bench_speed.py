@@ -34,6 +34,9 @@ def test_step_breakdown_counts_prefill_and_the_tokens_reuse_saves(tiny_model_pat
     for figures in (off, on):
         parts = figures["prefill_seconds"] + figures["decode_seconds"] + figures["other_s"]
         assert parts == pytest.approx(figures["rollout_s"])
+        assert figures["other_s"] >= 0  # only the rollouts' generation is counted in it
+        # rollouts only (not the probe check after the sync): each prompt is sampled 8 times
+        assert figures["prompt_tokens"] % 8 == 0
         assert figures["prefill_seconds"] > 0 and figures["decode_seconds"] > 0
         assert figures["io_s"] > 0 and figures["eval_s"] > 0
         assert figures["tool_s"] == 0.0  # rlvr calls no tool

@@ -166,8 +166,22 @@ class StepClock:
             self.totals[bucket] += seconds
 
     def snapshot(self) -> None:
-        engine_stats = dict(getattr(self.engine, "stats", {}))
-        self.snapshots.append(dict(self.totals) | engine_stats)
+        self.snapshots.append(dict(self.totals))
+
+    def engine_counted(self, collect: Callable) -> Callable:
+        """The engine's counters during rollouts only (the probe check after a weight sync and
+        evaluations generate too, outside ``rollout/seconds``)."""
+
+        async def counted(*args, **kwargs):
+            before = dict(getattr(self.engine, "stats", {}))
+            try:
+                return await collect(*args, **kwargs)
+            finally:
+                for key, value in getattr(self.engine, "stats", {}).items():
+                    with self._lock:
+                        self.totals[key] = self.totals.get(key, 0.0) + value - before.get(key, 0)
+
+        return counted
 
     def timed(self, bucket: str, function: Callable) -> Callable:
         if inspect.iscoroutinefunction(function):
@@ -201,6 +215,7 @@ def _instrument(world, clock: StepClock) -> None:
         setattr(logger, name, clock.timed("io", getattr(logger, name)))
     world.checkpointer.save = clock.timed("io", world.checkpointer.save)
     world.loop.evaluate = clock.timed("eval", world.loop.evaluate)
+    world.loop.collect = clock.engine_counted(world.loop.collect)
     log = clock.timed("io", logger.log)
 
     def log_with_snapshot(step, metrics):

@@ -5,7 +5,7 @@ micro-batch) runs in a fresh process per measurement, with ``OMP_WAIT_POLICY`` A
 PASSIVE and torch threads = the cores this process may use, first alone, then beside another
 process that keeps one core busy (a pure-Python loop, as a second job on a shared machine
 would). Measurements are interleaved and repeated; the table shows medians. The thread policy
-(docs/threads.md) chose PASSIVE from this benchmark.
+(docs/speed.md#threads) chose PASSIVE from this benchmark.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The thread policy: every part of a run gets CPU threads so that together they never ask for
-more cores than the process may use (docs/threads.md).
+more cores than the process may use (docs/speed.md#threads).
 
 - The driver's torch threads (the in-process engine and the learner, which take turns in sync
   runs): ``threads.torch``, by default the cores this process may use
