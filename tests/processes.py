@@ -25,9 +25,11 @@ def metric_rows(run_dir: Path | None) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def kill_after_rows(args: list[str], runs: Path, pattern: str, rows: int = 2) -> Path:
+def kill_after_rows(args: list[str], runs: Path, pattern: str, rows: int = 2,
+                    group: bool = False) -> Path:
     """Start ``selfplay ARGS``; once its run folder (``runs/pattern``) has ``rows`` metric rows,
-    SIGKILL it and the processes it started (Ray's agents). Returns the run folder."""
+    SIGKILL it and the processes it started (Ray's agents). ``group``: the whole process group
+    at once (a sweep and the run it is running in a child). Returns the run folder."""
     process = subprocess.Popen(selfplay(*args), env=ENV, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, start_new_session=True)
     deadline, run_dir = time.time() + 300, None
@@ -38,6 +40,8 @@ def kill_after_rows(args: list[str], runs: Path, pattern: str, rows: int = 2) ->
             break
         assert process.poll() is None, process.stderr.read().decode()[-2000:]
         time.sleep(0.02)
+    if group:
+        os.killpg(process.pid, signal.SIGKILL)
     process.send_signal(signal.SIGKILL)
     process.wait()
     time.sleep(0.5)

@@ -21,6 +21,7 @@ class Series:
     y: list
     mode: str = "lines+markers"  # plotly mode; "markers" for scatter, "bar" for bars
     dash: bool = False
+    band: tuple[list, list] | None = None  # (low, high) per x: a shaded interval around y
 
 
 @dataclass
@@ -77,7 +78,8 @@ class Plot:
             layout["yaxis"].pop("range", None)  # a 0–1 heatmap scales its colours, not its axis
             return {"data": data, "layout": layout}
         data = []
-        for s in self.series:
+        banded = any(s.band is not None for s in self.series)
+        for index, s in enumerate(self.series):
             points = _finite_points(s)
             if not points:  # a series with no data gets no legend entry either
                 continue
@@ -89,6 +91,12 @@ class Plot:
                          "x": list(x), "y": list(y)}
                 if s.dash:
                     trace["line"] = {"dash": "dash"}
+                if banded:  # bands take the colour of their line: name every colour
+                    colour = PALETTE[index % len(PALETTE)]
+                    trace["line"] = {**trace.get("line", {}), "color": colour}
+                    trace["marker"] = {"color": colour}
+                    trace["legendgroup"] = f"series-{index}"
+                    data += _band_traces(s, colour, f"series-{index}")
                 data.append(trace)
         return {"data": data, "layout": layout}
 
@@ -139,8 +147,13 @@ class Plot:
                 else:
                     marker = "o" if "markers" in s.mode else None
                     style = "" if "lines" in s.mode else "none"
-                    ax.plot(x, y, marker=marker, ms=3, label=s.label,
-                            linestyle="--" if s.dash else (style or "-"))
+                    (line,) = ax.plot(x, y, marker=marker, ms=3, label=s.label,
+                                      linestyle="--" if s.dash else (style or "-"))
+                    band = _band_points(s)
+                    if band:
+                        bx, low, high = zip(*band, strict=True)
+                        ax.fill_between(bx, low, high, color=line.get_color(), alpha=0.2,
+                                        linewidth=0)
             if self.rate:
                 ax.set_ylim(-0.02, 1.02)
             if self.log_x:
@@ -158,6 +171,34 @@ class Plot:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         return path
+
+
+# plotly's default colour sequence: named explicitly where a band must match its line
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def _band_points(series: Series) -> list[tuple]:
+    """(x, low, high) where the series has a finite band."""
+    if series.band is None:
+        return []
+    low, high = series.band
+    return [(x, lo, hi) for x, lo, hi in zip(series.x, low, high, strict=False)
+            if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi)]
+
+
+def _band_traces(series: Series, colour: str, group: str) -> list[dict]:
+    """The band as a closed polygon (x forward along the top, back along the bottom)."""
+    band = _band_points(series)
+    if not band:
+        return []
+    x = [p[0] for p in band]
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return [{"type": "scatter", "mode": "lines", "name": f"{series.label} (95% interval)",
+             "x": x + x[::-1], "y": [p[2] for p in band] + [p[1] for p in band][::-1],
+             "fill": "toself", "fillcolor": f"rgba({red},{green},{blue},0.18)",
+             "line": {"width": 0, "color": colour}, "hoverinfo": "skip", "showlegend": False,
+             "legendgroup": group}]
 
 
 def _finite_points(series: Series) -> list[tuple]:

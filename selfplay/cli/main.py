@@ -147,7 +147,12 @@ def cmd_analyze(args) -> int:
     from selfplay.analysis.report import analyze
     from selfplay.analysis.rundata import RunData
     from selfplay.analysis.summary import print_summary
+    from selfplay.analysis.sweepdata import is_sweep
 
+    if any(is_sweep(r) for r in args.runs):
+        from selfplay.analysis.sweep_page import analyze_command
+
+        return analyze_command(args.runs, args.out, pngs=not args.no_png)
     pages = analyze(
         [Path(r) for r in args.runs],
         Path(args.out) if args.out else None,
@@ -159,6 +164,19 @@ def cmd_analyze(args) -> int:
     for page in pages:
         print(f"report: {page}")
     return 0
+
+
+def cmd_sweep(args) -> int:
+    from selfplay.running.sweep import print_entries, sweep
+
+    _quiet_libraries()
+    sweep_dir, entries = sweep(
+        args.experiment, args.overrides, args.grid, args.seeds,
+        Path(args.out) if args.out else None, Path(args.resume) if args.resume else None,
+        args.ray, args.cpus_per_run, args.gpus_per_run,
+    )
+    print_entries(sweep_dir, entries)
+    return 0 if all(e["status"] == "finished" for e in entries) else 1
 
 
 def cmd_corpus(args) -> int:
@@ -335,6 +353,22 @@ def parser() -> argparse.ArgumentParser:
                     help="skip the MiniLM embeddings (dispersion, clusters, near-duplicates)")
     an.add_argument("--no-png", action="store_true", help="only the HTML page, no PNG files")
     an.set_defaults(func=cmd_analyze)
+
+    sw = sub.add_parser("sweep", help="a grid of configs x seeds as run folders under one sweep "
+                        "folder (docs/sweeps.md)")
+    sw.add_argument("experiment", nargs="?", help="a named experiment or a YAML path")
+    sw.add_argument("overrides", nargs="*", help="dotted overrides for every run")
+    sw.add_argument("--seeds", type=int, help="runs per arm, with seed = 0..N-1")
+    sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                    help="values of one config key (repeat for more keys: every combination)")
+    sw.add_argument("--out", help="the sweep folder (default: runs/<name>-sweep-<time>)")
+    sw.add_argument("--resume", metavar="SWEEP", help="finish the unfinished runs of a sweep")
+    sw.add_argument("--ray", metavar="ADDRESS",
+                    help="runs as parallel Ray tasks: auto | host:port | local")
+    sw.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray: CPUs each run holds")
+    sw.add_argument("--gpus-per-run", type=float,
+                    help="Ray: GPUs each run holds (default: 1 if the cluster has GPUs, else 0)")
+    sw.set_defaults(func=cmd_sweep)
 
     from selfplay.cli.corpus import add_parser as add_corpus_parser
 
