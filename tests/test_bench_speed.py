@@ -73,6 +73,6 @@ def test_openmp_waits_passively_unless_the_environment_says_otherwise(given, see
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if given:
         env["OMP_WAIT_POLICY"] = given
-    code = "import os, selfplay; print(os.environ['OMP_WAIT_POLICY'])"
+    code = "import os, selfplay.cli.main; print(os.environ['OMP_WAIT_POLICY'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == seen

@@ -13,6 +13,11 @@ from pathlib import Path
 
 from selfplay.core.errors import UserError
 
+# OpenMP threads that wait passively do not steal cores from the rest of the run (or the
+# machine); libgomp reads this once, when torch is first imported, so it is set before any
+# command imports torch, and inherited by Ray actors and learner ranks (docs/speed.md#threads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
