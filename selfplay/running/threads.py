@@ -11,9 +11,9 @@ more cores than the process may use (docs/speed.md#threads).
 - Ray engine replicas: ``cluster.num_cpus_per_replica`` threads each; CPU learner ranks:
   ``train.parallel.threads_per_rank`` each; sandbox tool workers: 1 (numeric libraries there
   must not start a thread per core).
-- OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, set when the ``selfplay`` command starts
-  unless the environment already says otherwise): a spinning thread steals a core from
-  whatever else runs, and on 2 busy cores it made matmuls 2-3x slower (``selfplay bench
+- OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, set when the ``selfplay``
+  command starts unless the environment already says otherwise): a spinning thread steals a
+  core from whatever else runs, and on 2 busy cores it made matmuls 2-3x slower (``selfplay bench
   threads``). It has to be decided before torch loads OpenMP, hence an environment variable and
   not a config key.
 """
