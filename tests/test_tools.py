@@ -8,6 +8,7 @@ token choices, so the engine's stop strings, KV cache and log-probs take part en
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 import torch
@@ -191,6 +192,17 @@ def test_tool_tokens_are_masked_and_model_tokens_are_not(tokenizer, pool, learne
     assert batch.cols.tolist() == [len(turn.prompt_ids) + k - 1 for k in model_positions]
     # ... and the tool tokens still sit in the context the model tokens are scored in.
     assert batch.input_ids[0].tolist() == turn.prompt_ids + turn.completion_ids
+
+
+def test_a_started_reply_continues_after_the_tool_call(tokenizer, pool):
+    """A request with a prefill (agent0-cpu's executor starts its reply with a code block): the
+    segment after the tool output continues from token ids, which already hold the prefill."""
+    engine = ScriptedEngine(tokenizer, {"A": [CODE_42, "So \\boxed{42}."]})
+    policy = BatchingPolicy(engine)
+    request = dataclasses.replace(_request("A"), prefill="```python\n")
+    rollout = _gather_one(policy, tool_rollout(policy, request, pool, tokenizer, ToolSettings()))
+    assert rollout.tool_calls == 1 and rollout.model_calls == 2
+    assert rollout.turn.text.endswith("So \\boxed{42}.")
 
 
 # ---------------------------------------------------------------------- (b) budgets

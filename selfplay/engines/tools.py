@@ -240,11 +240,12 @@ async def tool_rollout(
             segment_request = (
                 dataclasses.replace(request, sampling=sampling)
                 if prompt_ids is None  # first segment: let the engine apply the chat template
-                else dataclasses.replace(
+                else dataclasses.replace(  # the prefill is in prompt_ids already
                     request,
                     messages=None,
                     prompt_ids=prompt_ids + transcript.ids,
                     sampling=sampling,
+                    prefill="",
                 )
             )
             completion = await policy(segment_request)
