@@ -25,11 +25,15 @@ from games.opponents import (
 )
 from games.oracle import LegalSet, find_legal
 from games.registry import (
+    GameRaisedError,
     UnknownGameError,
     UnplayableGameError,
+    guarded,
     list_games,
     make,
+    raised_by,
     register,
+    trial,
     verified_textarena_ids,
 )
 from games.simple_negotiation import Offer, OfferError, SimpleNegotiation, parse_offer
@@ -41,6 +45,7 @@ __all__ = [
     "CheckpointPool",
     "Game",
     "GameOverError",
+    "GameRaisedError",
     "KuhnPoker",
     "LegalSet",
     "NativeGame",
@@ -58,12 +63,15 @@ __all__ = [
     "candidate_actions",
     "example_action",
     "find_legal",
+    "guarded",
     "extract_action",
     "legal_actions_from_text",
     "list_games",
     "make",
     "match_legal",
     "parse_offer",
+    "raised_by",
     "register",
+    "trial",
     "verified_textarena_ids",
 ]

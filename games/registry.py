@@ -4,11 +4,12 @@ from a user's own module by import path ("my_games.nim:Nim") or entry point (gro
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from games.textarena_adapter import (
 )
 from games.tictactoe import TicTacToe
 from selfplay.core import plugins
+from selfplay.core.errors import UserError
 
 OFFLINE_LIST = Path(__file__).with_name("textarena_offline.txt")
 LEGAL_FILE = OFFLINE_LIST.with_suffix(".json")  # written by games.verify_offline
@@ -53,6 +55,68 @@ class UnplayableGameError(ValueError):
     def __init__(self, game_id: str, why: str) -> None:
         self.game_id = game_id
         super().__init__(f"game {game_id!r} cannot be played here: {why}")
+
+
+class GameRaisedError(UserError):
+    """A game's own code raised: one line naming the game, the call and the exception (and
+    where it was raised), instead of a traceback through the loop."""
+
+    def __init__(self, game_id: str, call: str, exc: BaseException) -> None:
+        self.game_id, self.call = game_id, call
+        where = ""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            where = f" ({Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno})"
+        super().__init__(f"game {game_id!r} raised in {call}(): {_first_line(exc)}{where}")
+
+
+def raised_by(game: object, game_id: str, exc: BaseException) -> GameRaisedError | None:
+    """The one-line error for ``exc`` if a method of ``game`` raised it (the outermost such
+    method is the call named), else None: the exception is not the game's."""
+    if isinstance(exc, UserError):
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_locals.get("self") is game:
+            return GameRaisedError(game_id, tb.tb_frame.f_code.co_name, exc)
+        tb = tb.tb_next
+    return None
+
+
+@contextlib.contextmanager
+def guarded(game: object, game_id: str) -> Iterator[None]:
+    """Inside it, an exception a method of ``game`` raises becomes a ``GameRaisedError``."""
+    try:
+        yield
+    except Exception as exc:
+        failure = raised_by(game, game_id, exc)
+        if failure is None:
+            raise
+        raise failure from exc
+
+
+def trial(game_id: str, seed: int = 0, **kwargs: Any) -> Game:
+    """``make(game_id, **kwargs)``, reset once and asked for the first player's observation:
+    a wrong argument or a game that fails to start is a one-line error before a run begins."""
+    game = make(game_id, **kwargs)
+    with guarded(game, game_id):
+        game.reset(seed)
+        game.observation(game.current_player)
+    return game
+
+
+def _construct(game_id: str, factory: Callable[..., Game], kwargs: dict[str, Any]) -> Game:
+    """``factory(**kwargs)``; a refused argument or the constructor's own error in one line."""
+    try:
+        return factory(**kwargs)
+    except TypeError as exc:
+        raise UnplayableGameError(game_id, f"its constructor refused {kwargs} ({exc})") from exc
+    except UserError:
+        raise
+    except Exception as exc:
+        raise GameRaisedError(game_id, "__init__", exc) from exc
 
 
 def _first_line(exc: BaseException) -> str:
@@ -135,7 +199,7 @@ def make(game_id: str, **kwargs: Any) -> Game:
     that cannot be played by two players here (checked once per id and process).
     """
     if game_id in _NATIVE:
-        return _NATIVE[game_id](**kwargs)
+        return _construct(game_id, _NATIVE[game_id], kwargs)
     if game_id.startswith(TEXTARENA_PREFIX):
         env_id = game_id[len(TEXTARENA_PREFIX) :]
         if env_id not in textarena_ids():
@@ -143,7 +207,7 @@ def make(game_id: str, **kwargs: Any) -> Game:
         why = unplayable_reason(env_id)
         if why:
             raise UnplayableGameError(game_id, why)
-        return TextArenaGame(env_id, **kwargs)
+        return _construct(game_id, functools.partial(TextArenaGame, env_id), kwargs)
     if plugins.resolvable(game_id, plugins.GAMES):
         return _plugin_game(game_id, kwargs)
     hint = ""
@@ -157,10 +221,7 @@ def _plugin_game(game_id: str, kwargs: dict[str, Any]) -> Game:
     factory = plugins.load_object(game_id, plugins.GAMES, what="game")
     if not callable(factory):
         raise UnplayableGameError(game_id, f"{factory!r} is not a class or factory")
-    try:
-        game = factory(**kwargs)
-    except TypeError as exc:
-        raise UnplayableGameError(game_id, f"its constructor refused {kwargs} ({exc})") from exc
+    game = _construct(game_id, factory, kwargs)
     missing = [
         m
         for m in ("reset", "observation", "legal_actions", "step", "outcome")

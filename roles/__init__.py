@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 import yaml
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
@@ -33,6 +34,14 @@ class RolePrompt:
     answer_format: str = "boxed"
     description: str = ""
     prefill: str = ""  # the start of the assistant's reply, continued by the model
+
+    def fields(self) -> set[str]:
+        """The names the templates (system, user, prefill) read: the fields a loop must fill."""
+        names: set[str] = set()
+        for template in (self.system, self.user, self.prefill):
+            if template:
+                names |= jinja2.meta.find_undeclared_variables(_ENV.parse(template))
+        return names - set(_ENV.globals)
 
     def render_prefill(self, **fields: object) -> str:
         """The reply's opening text with ``fields`` filled in ("" when the role has none)."""

@@ -55,6 +55,10 @@ class Loop:
     # self-consistency does). ADPO is a function of p̂: without it every sample would get
     # scale 1 and the global ε_high, so ``advantage.adpo`` would silently do nothing.
     supplies_pass_rate = False
+    # The fields the loop fills into each role's prompt ({role: names}); a role prompt whose
+    # templates read any other name is refused when the loop is made, before a run folder
+    # exists. A role left out is not checked (its prompt then fails when first rendered).
+    prompt_fields: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init__(self, config: ExperimentConfig) -> None:
         self.config = config
@@ -68,7 +72,21 @@ class Loop:
         self.prompts: dict[str, RolePrompt] = {
             role: load_role(spec.prompt) for role, spec in config.roles.items()
         }
+        self.check_prompt_fields()
         self.baseline = RAEBaseline(config.advantage.rae_alpha, config.advantage.rae_order)
+
+    def check_prompt_fields(self) -> None:
+        """Refuse, in one line, a role prompt that reads a field this loop never fills."""
+        for role, filled in self.prompt_fields.items():
+            prompt = self.prompts.get(role)
+            unfilled = sorted(prompt.fields() - set(filled)) if prompt else []
+            if unfilled:
+                names = ", ".join("{{ " + name + " }}" for name in unfilled)
+                raise UserError(
+                    f"role `{role}`: prompt {self.config.roles[role].prompt!r} reads {names}, "
+                    f"which the {self.name} loop does not fill (it fills: "
+                    f"{', '.join(filled) or 'nothing'})"
+                )
 
     def require_roles(self, *roles: str) -> None:
         """Fail in one line when the experiment lacks a role this loop plays."""

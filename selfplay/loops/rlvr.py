@@ -56,6 +56,7 @@ class RlvrSettings(Strict):
 class RlvrLoop(Loop):
     name = "rlvr"
     Settings = RlvrSettings
+    prompt_fields = {ROLE: ("question",)}
     curriculum_tasks = "tasks (rlvr.tasks)"
 
     def __init__(self, config) -> None:

@@ -107,6 +107,7 @@ class Agent0Settings(Strict):
 class Agent0Loop(Loop):
     name = "agent0"
     Settings = Agent0Settings
+    prompt_fields = {CURRICULUM: (), EXECUTOR: ("question",)}
     supplies_pass_rate = True  # executor episodes carry p̂ in info["pass_rate"] (ADPO)
     curriculum_fixed_tasks = False  # every iteration adds its pool's tasks
 

@@ -91,6 +91,7 @@ class SpiceSettings(Strict):
 class SpiceLoop(Loop):
     name = "spice"
     Settings = SpiceSettings
+    prompt_fields = {CHALLENGER: ("document", "format"), REASONER: ("question", "answer_hint")}
     curriculum_tasks = "documents"  # the corpus chunks, one curriculum task each
 
     def __init__(self, config) -> None:

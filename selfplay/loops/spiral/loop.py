@@ -83,6 +83,7 @@ def seat_role(seat: int) -> str:
 class SpiralLoop(Loop):
     name = "spiral"
     Settings = SpiralSettings
+    prompt_fields = {ROLE: ("observation", "player", "example")}
     default_estimator = "rae"
     curriculum_tasks = "games (spiral.games)"
 
@@ -90,8 +91,12 @@ class SpiralLoop(Loop):
         super().__init__(config)
         self.require_roles(ROLE)
         s: SpiralSettings = self.settings
-        for game_id in [spec.id for spec in s.games] + s.eval_ood_games:
-            games.make(game_id)  # unknown ids fail now, in one line, not mid-run
+        # unknown ids, refused arguments and games that fail to start: one line now, before a
+        # run folder exists, not mid-run
+        for spec in s.games:
+            games.trial(spec.id, max_turns=spec.max_turns, **spec.kwargs)
+        for game_id in s.eval_ood_games:
+            games.trial(game_id)
         if s.opponent.kind in ("frozen", "pool") and config.train.finetune != "lora":
             raise UserError(f"opponent kind {s.opponent.kind!r} needs train.finetune: lora")
         self.pool = CheckpointPool(s.opponent.pool_size, s.opponent.refresh_every)
@@ -139,8 +144,20 @@ class SpiralLoop(Loop):
         greedy: bool = False,
     ) -> tuple[games.Game, GameRecord]:
         """One game to its end: the model's seats move through the policy, a random seat by a
-        random legal move; the first invalid or unparseable move ends it."""
+        random legal move; the first invalid or unparseable move ends it. An exception the
+        game's own code raises is one line naming the game and the call."""
         game = games.make(spec.id, max_turns=spec.max_turns, **spec.kwargs)
+        with games.guarded(game, spec.id):
+            return game, await self.play_game(policy, game, seed, seats, greedy)
+
+    async def play_game(
+        self,
+        policy: BatchingPolicy,
+        game: games.Game,
+        seed: int,
+        seats: dict[int, Seat],
+        greedy: bool,
+    ) -> GameRecord:
         game.reset(seed)
         record = GameRecord()
         while not game.done:
@@ -168,7 +185,7 @@ class SpiralLoop(Loop):
             result = game.step(match_legal(action, legal) or action if legal else action)
             if not result.valid:
                 record.invalid_by, record.invalid_reason = seat, result.reason
-        return game, record
+        return record
 
     def training_rewards(self, game: games.Game, record: GameRecord) -> dict[int, float]:
         if record.invalid_by is not None:
@@ -196,7 +213,9 @@ class SpiralLoop(Loop):
         spec = specs[game_index]
         seats, assignment = self.training_seats(rng)
         game, record = await self.play(policy, spec, rng.randrange(2**31), seats)
-        rewards = self.training_rewards(game, record)
+        with games.guarded(game, spec.id):
+            rewards = self.training_rewards(game, record)
+            info = record.info(game, game_index, seats, assignment, self.settings.opponent.kind)
         trained = [s for s, who in seats.items() if who.trained]
         return Episode(
             loop=self.name,
@@ -204,8 +223,7 @@ class SpiralLoop(Loop):
             turns=record.turns,
             rewards={seat_role(s): rewards[s] for s in trained},
             group_id=f"s{step}-g{index}",
-            info=record.info(game, game_index, seats, assignment, self.settings.opponent.kind)
-            | {"rewards_by_seat": {str(k): v for k, v in rewards.items()}},
+            info=info | {"rewards_by_seat": {str(k): v for k, v in rewards.items()}},
         )
 
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
@@ -243,18 +261,23 @@ class SpiralLoop(Loop):
         )
         seats = {seat: Seat("policy", self.policy_adapter()), 1 - seat: other}
         game, record = await self.play(policy, spec, seed, seats, greedy=True)
-        return eval_result(spec.id, opponent, seat, self.eval_rewards(game, record)[seat], record)
+        with games.guarded(game, spec.id):
+            reward = self.eval_rewards(game, record)[seat]
+        return eval_result(spec.id, opponent, seat, reward, record)
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
         """Win/draw/loss/invalid rates per game, opponent and seat; OOD games; reasoning."""
         s, jobs = self.settings, []
-        opponents = [o for o in s.eval_opponents
-                     if o != "initial" or self.config.train.finetune == "lora"]
+        opponents = [
+            o for o in s.eval_opponents if o != "initial" or self.config.train.finetune == "lora"
+        ]
         matches = [(spec, opponent) for spec in s.games for opponent in opponents]
         matches += [(GameSpec(id=game_id), "random") for game_id in s.eval_ood_games]
         for spec, opponent in matches:
-            jobs += [self.eval_game(policy, spec, 90_000 + i, i % 2, opponent)
-                     for i in range(s.eval_games)]
+            jobs += [
+                self.eval_game(policy, spec, 90_000 + i, i % 2, opponent)
+                for i in range(s.eval_games)
+            ]
         metrics = eval_metrics(await policy.gather(jobs) if jobs else [])
         if self.reasoning_tasks:
             prompt = load_role("solver_terse")
