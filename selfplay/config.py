@@ -12,15 +12,38 @@ Every error a user can make (unknown key, wrong type, missing file, malformed YA
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from curricula.settings import CurriculumSettings
+from selfplay.core import plugins
 from selfplay.core.errors import UserError
+
+
+@dataclass(frozen=True)
+class PathField:
+    """Marks a config field that names something on disk (``Annotated[str, PathField(...)]``).
+
+    A relative value resolves against the folder of the file it was written in: the experiment
+    file, or the run folder for a run's saved config.yaml (an override typed on the command line
+    resolves against the working directory). ``kind``: ``prompt`` (a role prompt: a name in
+    roles/prompts, or a path when it ends in .yaml/.yml; copied into the run), ``file`` (an input
+    file the run reads; copied into the run), ``dir`` (a local folder, only when it exists there:
+    a model folder, a cache; not copied)."""
+
+    kind: Literal["prompt", "file", "dir"]
+
+
+RolePromptRef = Annotated[str, PathField("prompt")]
+InputFile = Annotated[str, PathField("file")]
+LocalDir = Annotated[str, PathField("dir")]
 
 
 class Strict(BaseModel):
@@ -30,7 +53,7 @@ class Strict(BaseModel):
 
 
 class ModelConfig(Strict):
-    path: str = "embedded"  # embedded | tiny-random | local folder | hub id
+    path: LocalDir = "embedded"  # embedded | tiny-random | local folder | hub id
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
 
 
@@ -123,7 +146,7 @@ class AdvantageConfig(Strict):
 
 
 class RoleConfig(Strict):
-    prompt: str  # a YAML file name in roles/prompts (without .yaml) or a path
+    prompt: RolePromptRef  # a YAML file name in roles/prompts (without .yaml) or a path
     adapter: Literal["shared", "own"] = "shared"
     temperature: float | None = Field(None, ge=0)  # None: sampling.temperature
 
@@ -222,8 +245,10 @@ class ExperimentConfig(Strict):
         if self.train.finetune == "full" and any(r.adapter == "own" for r in self.roles.values()):
             raise ValueError("roles with `adapter: own` need train.finetune: lora")
         if self.engine.sleep and self.rollout.mode == "async":
-            raise ValueError("engine.sleep frees the engine while the learner steps; async "
-                             "rollouts generate meanwhile: use rollout.mode: sync")
+            raise ValueError(
+                "engine.sleep frees the engine while the learner steps; async "
+                "rollouts generate meanwhile: use rollout.mode: sync"
+            )
         if self.engine.sleep and self.engine.backend != "vllm":
             raise ValueError("engine.sleep is vLLM's sleep mode: it needs engine.backend: vllm")
         if self.rollout.mode == "async" and self.train.tis_cap is None:
@@ -351,14 +376,127 @@ def parse(data: dict, source: str, section_of: SectionOf) -> ExperimentConfig:
 
 
 def load(name_or_path: str, overrides: list[str] | None, section_of: SectionOf) -> ExperimentConfig:
-    """An experiment by name (``experiments/NAME.yaml``) or path, with dotted overrides."""
+    """An experiment by name (``experiments/NAME.yaml``) or path, with dotted overrides.
+
+    Paths in the file (role prompts, input files, local folders) resolve against the file's
+    folder, and a plug-in module beside the file is found from any working directory; a path
+    given in an override resolves against the working directory. The config holds them as
+    absolute paths."""
     path = find_experiment(name_or_path)
+    folder = path.resolve().parent
+    plugins.add_search_path(folder)  # before parse: a plug-in loop is imported there
     data = read_yaml(path)
     data.setdefault("name", path.stem)
     for override in overrides or []:
         apply_override(data, override)
-    return parse(data, str(path), section_of)
+    config = parse(data, str(path), section_of)
+    resolve_paths(config, folder, overridden(overrides))
+    return config
 
 
-def dump(config: ExperimentConfig) -> str:
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+# ---------------------------------------------------------------------- paths in a config
+Location = tuple[str | int, ...]
+
+
+def _path_kind(annotation: Any, metadata: list) -> tuple[str, bool] | None:
+    """(kind, is a list) when a field holds a ``PathField`` path or a list of them."""
+    for item in metadata:
+        if isinstance(item, PathField):
+            return item.kind, False
+    if get_origin(annotation) is Annotated:
+        return _path_kind(None, list(annotation.__metadata__))
+    if get_origin(annotation) is list:
+        found = _path_kind(get_args(annotation)[0], [])
+        return (found[0], True) if found else None
+    for arg in get_args(annotation):  # X | None
+        if arg is not type(None) and (found := _path_kind(arg, [])):
+            return found
+    return None
+
+
+def path_fields(config: ExperimentConfig) -> Iterator[tuple[Location, str, str]]:
+    """(location, kind, value) of every path the config holds, the loop's section included;
+    a list's paths one by one (the location then ends in the index)."""
+
+    def walk(model: BaseModel, where: Location) -> Iterator[tuple[Location, str, str]]:
+        for name, field in type(model).model_fields.items():
+            value = getattr(model, name)
+            found = _path_kind(field.annotation, field.metadata)
+            if found and value is not None:
+                kind, many = found
+                items = enumerate(value) if many else [(None, value)]
+                for index, item in items:
+                    yield (*where, name) + (() if index is None else (index,)), kind, item
+            elif isinstance(value, BaseModel):
+                yield from walk(value, (*where, name))
+            elif isinstance(value, dict | list):
+                pairs = value.items() if isinstance(value, dict) else enumerate(value)
+                for key, item in pairs:
+                    if isinstance(item, BaseModel):
+                        yield from walk(item, (*where, name, key))
+
+    yield from walk(config, ())
+    if config._section is not None and isinstance(config.settings, BaseModel):
+        yield from walk(config.settings, (config._section,))
+
+
+def set_path(config: ExperimentConfig, location: Location, value: str) -> None:
+    """Put ``value`` at ``location`` (a location ``path_fields`` gave)."""
+    *parents, last = location
+    node: Any = config
+    for key in parents:
+        if isinstance(node, ExperimentConfig) and key == config._section:
+            node = config.settings
+        elif isinstance(node, BaseModel):
+            node = getattr(node, str(key))
+        else:
+            node = node[key]
+    if isinstance(last, int):
+        node[last] = value
+    else:
+        setattr(node, last, value)
+
+
+def is_file_path(kind: str, value: str) -> bool:
+    """Whether a path field's value names a file or folder (a role prompt may be a name)."""
+    return kind != "prompt" or Path(value).suffix in (".yaml", ".yml")
+
+
+def overridden(overrides: list[str] | None) -> set[str]:
+    """The dotted keys a list of ``key=value`` overrides sets."""
+    return {o.partition("=")[0] for o in overrides or []}
+
+
+def resolve_paths(config: ExperimentConfig, base: Path, keys: set[str] = frozenset()) -> None:
+    """Make the config's relative paths absolute: against ``base``, or against the working
+    directory for those an override set (``keys``, the overrides' dotted keys). A ``dir`` path
+    is resolved only where it exists (``model.path`` may be a hub id)."""
+    cwd = Path(os.getcwd())
+    for location, kind, value in list(path_fields(config)):
+        path = Path(value).expanduser()
+        if path.is_absolute() or not is_file_path(kind, value):
+            continue
+        dotted = ".".join(str(part) for part in location)
+        by_override = any(dotted == k or dotted.startswith(f"{k}.") for k in keys)
+        resolved = (cwd if by_override else base) / path
+        if kind == "dir" and not resolved.exists():
+            continue
+        set_path(config, location, str(resolved))
+
+
+def dump(config: ExperimentConfig, relative_to: Path | None = None) -> str:
+    """The config as YAML; paths inside ``relative_to`` (a run folder) written relative to it,
+    so that the folder can move."""
+    data = config.model_dump(mode="json")
+    if relative_to is not None:
+        root = relative_to.resolve()
+        for location, kind, value in path_fields(config):
+            path = Path(value)
+            if not (path.is_absolute() and is_file_path(kind, value)):
+                continue
+            with contextlib.suppress(ValueError):  # outside the folder: kept absolute
+                node: Any = data
+                for key in location[:-1]:
+                    node = node[key]
+                node[location[-1]] = str(path.resolve().relative_to(root))
+    return yaml.safe_dump(data, sort_keys=False)

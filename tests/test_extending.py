@@ -136,9 +136,9 @@ def test_game_and_loop_by_entry_point(user_folder: Path) -> None:
     config = config.replace("loop: my_loops.drill:DrillLoop", "loop: drill")
     config = config.replace("game: my_games.nim:Nim", "game: nim")
     assert "loop: drill" in config and "game: nim" in config
-    (user_folder / "by_name.yaml").write_text(config)
-    assert cli.main(["run", str(user_folder / "by_name.yaml")]) == 0
-    trained_one_step(only_run(user_folder))
+    (folder / "by_name.yaml").write_text(config)  # its prompt path resolves against its folder
+    assert cli.main(["run", str(folder / "by_name.yaml")]) == 0
+    trained_one_step(only_run(user_folder))  # run_dir: runs/ in the working directory
 
 
 @pytest.mark.parametrize(

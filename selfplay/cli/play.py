@@ -12,9 +12,7 @@ from rich.panel import Panel
 import games
 from games import extract_action, match_legal
 from roles import load_role
-from selfplay.config import read_yaml
 from selfplay.core.errors import UserError
-from selfplay.loops import validate
 from selfplay.types import Request, SamplingParams
 
 
@@ -26,10 +24,10 @@ def load_policy(run: str | None, model: str):
 
     if run is None:
         return HFEngine(resolve_model_path(model)), "base"
+    from selfplay.running.runner import load_run_config
+
     run_dir = Path(run)
-    if not (run_dir / "config.yaml").exists():
-        raise UserError(f"{run_dir} is not a run folder (no config.yaml)")
-    config = validate(read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
+    config = load_run_config(run_dir, logging=False)  # from any folder (docs/run-folder.md)
     latest = Checkpointer(run_dir).latest()
     if latest is None:
         raise UserError(f"{run_dir} has no checkpoint yet")

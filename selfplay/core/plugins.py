@@ -3,8 +3,10 @@
 A config names a plug-in in one of two ways:
 
 - an import path ``"package.module:attr"`` (``id: my_games.nim:Nim``, ``loop: my_pkg.loop:MyLoop``);
-  the module is imported from ``sys.path``, to which the current directory is appended, so a
-  module next to where you run ``selfplay`` is found;
+  the module is imported from ``sys.path``, to which the experiment file's folder and the current
+  directory are appended (``add_search_path``), so a module next to the experiment file, or
+  next to where you run ``selfplay``, is found; a run folder's pinned copies
+  (``RUN/inputs/plugins``) come first (``pin``);
 - a name registered as a Python entry point by an installed package, in the group
   ``selfplay.games``, ``selfplay.loops`` or ``selfplay.rewards``::
 
@@ -50,12 +52,28 @@ def find_entry_point(name: str, group: str) -> importlib.metadata.EntryPoint | N
     return matches[0] if matches else None
 
 
+def add_search_path(folder: str | os.PathLike) -> None:
+    """Look for plug-in modules in ``folder`` too, after everything else on ``sys.path`` (so a
+    local module never shadows a library)."""
+    folder = os.fspath(folder)
+    if folder not in sys.path:
+        sys.path.append(folder)
+
+
+def pin(folder: str | os.PathLike) -> None:
+    """Look for plug-in modules in ``folder`` first: a run folder's own copies of the modules it
+    was started with (``RUN/inputs/plugins``) win over whatever else has the same name."""
+    folder = os.fspath(folder)
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
+    importlib.invalidate_caches()
+
+
 def import_object(spec: str, what: str = "plug-in") -> Any:
     """The object ``"module:attr"`` names; a one-line ``UserError`` if it cannot be had."""
     module_name, _, attr = spec.partition(":")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.append(cwd)  # after everything else: a local module never shadows a library
+    add_search_path(os.getcwd())
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, SyntaxError, or whatever the module raises

@@ -187,6 +187,11 @@ class Loop:
         return samples
 
     # ---------------------------------------------------------------- state
+    def inputs(self) -> dict[str, Path]:
+        """Files the loop read at its start that the run folder should keep a copy of, by the
+        name they get under ``RUN/inputs/`` (SPICE: its corpus's manifest)."""
+        return {}
+
     def save_artifacts(self, run_dir: Path) -> None:
         """Write human-readable loop state into the run folder (called at each checkpoint):
         the curriculum's per-task table, ``curriculum/tasks.csv``, for loops that have one."""

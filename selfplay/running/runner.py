@@ -16,7 +16,13 @@ from pathlib import Path
 import torch
 
 from selfplay.analysis.report import write_report
-from selfplay.config import ExperimentConfig, apply_override, dump, read_yaml
+from selfplay.config import (
+    ExperimentConfig,
+    apply_override,
+    overridden,
+    read_yaml,
+    resolve_paths,
+)
 from selfplay.core.errors import UserError
 from selfplay.engines.hf import HFEngine, lora_spec
 from selfplay.engines.models import resolve_model_path
@@ -25,6 +31,7 @@ from selfplay.loops import make_loop, validate
 from selfplay.loops.base import Loop
 from selfplay.rl.advantages import drop_zero_advantage
 from selfplay.rl.losses import LOSS_PRESETS
+from selfplay.running import inputs
 from selfplay.running.checkpoint import LEARNER, Checkpointer, restore_rng, rng_state
 from selfplay.running.plan import check as check_fits
 from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
@@ -308,40 +315,62 @@ def _final_logged(world: World) -> bool:
     return any(row.get("final") for row in read_metrics(world.run_dir))
 
 
-def new_run_dir(config: ExperimentConfig) -> Path:
+def new_run_dir(config: ExperimentConfig, loop: Loop | None = None) -> Path:
+    """A new run folder with the run's inputs frozen into it (``selfplay.running.inputs``):
+    the config, the role prompts' text, plug-in sources, the environment."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(config.run_dir) / f"{config.name}-{stamp}"
     run_dir.mkdir(parents=True, exist_ok=False)
-    (run_dir / "config.yaml").write_text(dump(config))
+    try:
+        inputs.freeze(config, run_dir, loop)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     return run_dir
 
 
 def start(config: ExperimentConfig) -> tuple[Path, list[dict]]:
-    loop = make_loop(config)  # bad games, roles or tasks fail here, before a run folder exists
+    # bad games (ids, arguments, a first reset), roles, prompt fields or tasks fail here, in
+    # one line, before a run folder exists and before the model loads
+    loop = make_loop(config)
     resolve_model_path(config.model.path)
     check_fits(config)  # more ranks than devices, or more memory than they have: one line
-    run_dir = new_run_dir(config)
+    run_dir = new_run_dir(config, loop)
     console.print(f"[bold]run[/] {run_dir}")
     try:
         world = build(config, run_dir, resume=False, loop=loop)
-    except UserError:  # e.g. a model head the learner refuses: leave no run folder behind
-        shutil.rmtree(run_dir, ignore_errors=True)
+        return run_dir, run(world, 0)
+    except Exception:
+        # a run with no checkpoint has nothing to resume: leave no folder behind (a model head
+        # the learner refuses, a game that raises in step 0); one with a checkpoint stays
+        if Checkpointer(run_dir).latest() is None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            console.print(f"removed {run_dir}: it failed before its first checkpoint")
+        else:
+            console.print(f"{run_dir} stopped; `selfplay resume {run_dir}` continues it")
         raise
-    return run_dir, run(world, 0)
 
 
 def load_run_config(
     run_dir: Path, overrides: list[str] | None = None, logging: bool = True
 ) -> ExperimentConfig:
     """The resolved config a run folder holds, with dotted overrides (``logging=False``: no
-    wandb, no progress bar, for evaluations of a finished run)."""
+    wandb, no progress bar, for evaluations of a finished run).
+
+    Relative paths in it resolve against the run folder (its ``inputs/``; a run made before
+    those existed: against the working directory, as before), paths in overrides against the
+    working directory; the run's copies of its plug-in modules are imported first. So it works
+    from any folder, and after the run folder moved."""
     path = run_dir / "config.yaml"
     if not path.exists():
         raise UserError(f"{run_dir} is not a run folder (no config.yaml)")
+    inputs.pin_plugins(run_dir)  # before validate: a plug-in loop is imported there
     data = read_yaml(path)
     for override in overrides or []:
         apply_override(data, override)
     config = validate(data, str(path))
+    if (run_dir / inputs.INPUTS).is_dir():
+        resolve_paths(config, Path(run_dir).resolve(), overridden(overrides))
     if not logging:
         config.logging.wandb = "disabled"
         config.logging.progress = False
@@ -351,11 +380,12 @@ def load_run_config(
 def resume(run_dir: Path, overrides: list[str] | None = None) -> tuple[Path, list[dict]]:
     """Continue ``run_dir`` from its last checkpoint; ``overrides`` change its config from here
     on (``train.parallel.ranks``: the learner resumes on any number of ranks) and are written
-    into its config.yaml."""
+    into its config.yaml (a prompt given by an override is copied into the run first; a run
+    made before ``inputs/`` existed gets its inputs frozen now)."""
     config = load_run_config(run_dir, overrides)
-    if overrides:
-        (run_dir / "config.yaml").write_text(dump(config))
-    world = build(config, run_dir, resume=True)
+    loop = make_loop(config)  # a bad override fails here, before config.yaml is touched
+    inputs.freeze(config, run_dir, loop)
+    world = build(config, run_dir, resume=True, loop=loop)
     next_step = restore(world)
     console.print(f"[bold]resume[/] {run_dir} at step {next_step}")
     return run_dir, run(world, next_step)

@@ -54,6 +54,17 @@ def load_documents(settings) -> list:
     return list(corpus.chunks)
 
 
+def corpus_manifest(settings) -> Path | None:
+    """The manifest of the corpus the challenger reads (None when ungrounded)."""
+    if not settings.grounded:
+        return None
+    from corpora import DEFAULT_CORPUS
+    from corpora.corpus import MANIFEST, corpora_dir
+
+    cache = Path(settings.corpus_cache) if settings.corpus_cache else None
+    return corpora_dir(cache) / (settings.corpus or DEFAULT_CORPUS) / MANIFEST
+
+
 def read_eval_questions(path: str) -> list[str]:
     """The ``question`` of every row of a local JSONL file of evaluation items."""
     questions = []

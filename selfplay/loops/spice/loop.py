@@ -24,6 +24,7 @@ on one document form a group, and each question's K reasoner samples form a grou
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
@@ -37,12 +38,13 @@ from curricula.questions import (
 )
 from curricula.rewards import resolve_reward
 from curricula.samplers import Curriculum, Group
-from selfplay.config import Strict
+from selfplay.config import InputFile, Strict
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
 from selfplay.loops.spice.documents import (
     contamination_guard,
+    corpus_manifest,
     document_ids,
     document_sampler,
     load_documents,
@@ -61,7 +63,7 @@ class ContaminationSettings(Strict):
 
     enabled: bool = True
     threshold: float = Field(0.9, gt=0, le=1)  # cosine similarity (MiniLM) that counts as a copy
-    eval_files: list[str] = []  # local JSONL files of {"question": ..., "answer": ...} rows
+    eval_files: list[InputFile] = []  # local JSONL files of {"question": ..., "answer": ...} rows
 
 
 class SpiceSettings(Strict):
@@ -112,6 +114,11 @@ class SpiceLoop(Loop):
             s.contamination, [t.entry["question"] for t in self.eval_tasks]
         )
         self._document_text: dict[int, str] = {}
+
+    def inputs(self) -> dict[str, Path]:
+        """The manifest of the corpus read (which documents, chunked and embedded how)."""
+        manifest = corpus_manifest(self.settings)
+        return {"corpus/manifest.json": manifest} if manifest is not None else {}
 
     # ------------------------------------------------------------------ the challenger
     def document_text(self, document: int | None, tokenizer) -> str:
