@@ -92,6 +92,9 @@ def test_tiny_model_run_writes_tasks_and_resumes(tmp_path, tiny_model_path, corp
     assert [t["step"] for t in tasks] == [0, 0, 0, 0, 1, 1, 1, 1]  # step 1 redone, not doubled
     assert tasks[:4] == before_resume[:4]
     assert [r["step"] for r in resumed if not r.get("final")] == [0, 1]
+    # a run made before inputs/ existed gets them at its resume: the corpus manifest too
+    manifest = json.loads((run_dir / "inputs" / "corpus" / "manifest.json").read_text())
+    assert manifest == json.loads((corpus_cache / "pydoc-few" / "manifest.json").read_text())
 
 
 @pytest.mark.slow  # a subprocess: the in-process UserError tests cover the same paths
