@@ -242,6 +242,14 @@ def test_identical_arms_intervals_cover_zero(sequential):
     assert (sweep_dir / "report" / "index.html").exists()
 
 
+def test_sweep_runs_are_self_contained(sequential):
+    """Each run of a sweep keeps its inputs as `selfplay run` does (prompts, versions)."""
+    _, sweep_dir = sequential
+    for run_dir in sorted(p.parent for p in sweep_dir.glob("*/config.yaml")):
+        assert (run_dir / "inputs" / "environment.json").is_file()
+        assert list((run_dir / "inputs" / "prompts").glob("*.yaml"))
+
+
 def test_ray_sweep_gives_the_sequential_results(sequential, tmp_path):
     ray = pytest.importorskip("ray")
     from selfplay.running.sweep import sweep

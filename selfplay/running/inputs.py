@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from roles import PROMPTS_DIR
-from selfplay.config import ExperimentConfig, dump, is_file_path, path_fields, set_path
+from selfplay.config import ExperimentConfig, dump, path_fields, set_path
 from selfplay.core import plugins
 
 INPUTS = "inputs"
@@ -53,8 +53,9 @@ def freeze(config: ExperimentConfig, run_dir: Path, loop=None) -> None:
     inputs.mkdir(exist_ok=True)
     copied: dict[Path, Path] = {}
     for location, kind, value in list(path_fields(config)):
-        if kind == "dir" or not is_file_path(kind, value):
+        if kind == "dir":
             continue
+        # a prompt by name too: files in roles/prompts change between commits
         source = prompt_file(value) if kind == "prompt" else Path(value)
         source = source.resolve()
         if _inside(source, run_dir) or not source.is_file():

@@ -219,6 +219,7 @@ def run_one(run_dir: Path) -> None:
     """Finish one run of a sweep in this process: nothing if it finished, the runner's resume
     if it has a checkpoint, else a fresh start in its folder (as ``selfplay run`` starts)."""
     from selfplay.engines.models import resolve_model_path
+    from selfplay.running import inputs
     from selfplay.running.checkpoint import Checkpointer
     from selfplay.running.plan import check as check_fits
     from selfplay.running.runner import build, load_run_config, resume, run
@@ -232,6 +233,7 @@ def run_one(run_dir: Path) -> None:
     loop = make_loop(config)
     resolve_model_path(config.model.path)
     check_fits(config)
+    inputs.freeze(config, run_dir, loop)  # prompts, plug-ins, versions: as `selfplay run` does
     console.print(f"[bold]run[/] {run_dir}")
     world = build(config, run_dir, resume=(run_dir / "wandb-id").exists(), loop=loop)
     run(world, 0)
