@@ -237,6 +237,10 @@ def cmd_bench(args) -> int:
     elif args.what == "oracle":
         from selfplay.bench.oracle import bench_oracle
 
+        if args.invalid:  # the random player's invalid-move endings over every offline id
+            from selfplay.bench.oracle import main as oracle_main
+
+            return oracle_main(["--invalid", f"--games={args.games}"])
         bench_oracle(games=args.games)
     elif args.what == "rewards":
         from selfplay.bench.rewards import bench_rewards
@@ -391,6 +395,10 @@ def parser() -> argparse.ArgumentParser:
                        help="learner: N FSDP2 ranks against one (memory and s/step)")
     bench.add_argument("--calls", type=int, default=200)
     bench.add_argument("--games", type=int, default=3, help="oracle: random games per game id")
+    bench.add_argument(
+        "--invalid", action="store_true",
+        help="oracle: the random player's invalid-move endings over every offline id",
+    )
     bench.add_argument("--questions", type=int, default=512, help="rewards: questions to cluster")
     bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
     bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
