@@ -144,3 +144,12 @@ def test_cli_bad_suite_and_offline_hub_are_one_line(tmp_path, capsys):
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1
     assert "hub dataset 'openai/gsm8k' could not be loaded" in done.stderr
+
+
+@pytest.mark.parametrize("k", ["4", "1,3", "0"])
+def test_cli_refuses_pass_at_k_above_the_samples(tmp_path, capsys, k):
+    """pass@k of n samples needs k <= n: --k 4 with --samples 2 used to exit 0 without pass@4."""
+    args = ["evaluate", str(tmp_path), "--suite", "reasoning", "--k", k, "--samples", "2"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pass@k needs 1 <= k <= --samples (2)" in err[0]

@@ -92,9 +92,12 @@ def cmd_evaluate(args) -> int:
     from selfplay.evaluation.evaluate import evaluate, print_rows
 
     try:
-        ks = tuple(int(k) for k in args.k.split(","))
+        ks = tuple(int(k) for k in (args.k or "1,4,8").split(","))
     except ValueError as exc:
         raise UserError(f"--k {args.k!r}: give comma-separated integers, e.g. 1,4,8") from exc
+    too_many = [k for k in ks if k > args.samples or k < 1]
+    if args.k is not None and too_many:  # pass@k needs k of the n samples per problem
+        raise UserError(f"--k {too_many[0]}: pass@k needs 1 <= k <= --samples ({args.samples})")
     _quiet_libraries()
     rows = evaluate(Path(args.run), args.suite, size=args.size, samples=args.samples, ks=ks,
                     tool=args.tool, step=args.step, temperature=args.temperature,
@@ -328,7 +331,7 @@ def parser() -> argparse.ArgumentParser:
                     help="reasoning-gym | rg:<family>[,...] | FILE.jsonl | hf:<dataset>[@split]")
     ho.add_argument("--size", type=int, default=32, help="problems (at most)")
     ho.add_argument("--samples", type=int, default=8, help="sampled answers per problem (n)")
-    ho.add_argument("--k", default="1,4,8", help="pass@k for these k (k ≤ samples)")
+    ho.add_argument("--k", help="pass@k for these k, each ≤ --samples (default: 1,4,8 up to it)")
     ho.add_argument("--tool", action="store_true", help="also evaluate with the Python tool")
     ho.add_argument("--step", type=int, help="a saved or archived step (default: the latest)")
     ho.add_argument("--temperature", type=float, default=1.0)
