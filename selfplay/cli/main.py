@@ -7,6 +7,7 @@ exits with code 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -57,27 +58,49 @@ def cmd_resume(args) -> int:
 
 
 def cmd_list(args) -> int:
+    listing = _listing(args.what, (args.filter or "").lower())
+    if args.json:
+        print(json.dumps(listing, indent=1))
+        return 0
+    for section, rows in listing.items():
+        if section == "games":
+            print(f"games:  {'id':44s} {'legal moves':12s} random player's invalid rate")
+            for row in rows:
+                print(f"  {row['id']:50s} {row['legal_moves']:12s} {row['invalid_rate']}")
+        elif section == "experiments":
+            print("experiments:")
+            for row in rows:
+                print(f"  {row['name']:24s} {row['description']}")
+        else:
+            print("roles:")
+            for name in rows:
+                print(f"  {name}")
+    return 0
+
+
+def _listing(what: str, needle: str) -> dict[str, list]:
+    """What ``selfplay list`` shows, names containing ``needle`` only (case-insensitive)."""
     from roles import list_roles
     from selfplay.config import find_experiment, list_experiments, read_yaml
 
-    what = args.what
+    listing: dict[str, list] = {}
     if what in ("experiments", "all"):
-        print("experiments:")
-        for name in list_experiments():
-            description = read_yaml(find_experiment(name)).get("description", "")
-            print(f"  {name:24s} {description}")
+        listing["experiments"] = [
+            {"name": name, "description": read_yaml(find_experiment(name)).get("description", "")}
+            for name in list_experiments()
+            if needle in name.lower()
+        ]
     if what in ("roles", "all"):
-        print("roles:")
-        for name in list_roles():
-            print(f"  {name}")
+        listing["roles"] = [name for name in list_roles() if needle in name.lower()]
     if what in ("games", "all"):
         from games.registry import legal_moves_summary, list_games
 
-        print(f"games:  {'id':44s} {'legal moves':12s} random player's invalid rate")
+        listing["games"] = []
         for name in list_games():
-            legal, invalid = legal_moves_summary(name)
-            print(f"  {name:50s} {legal:12s} {invalid}")
-    return 0
+            if needle in name.lower():
+                legal, invalid = legal_moves_summary(name)
+                listing["games"].append({"id": name, "legal_moves": legal, "invalid_rate": invalid})
+    return listing
 
 
 def cmd_eval(args) -> int:
@@ -316,6 +339,8 @@ def parser() -> argparse.ArgumentParser:
     lst.add_argument(
         "what", nargs="?", default="all", choices=["all", "experiments", "roles", "games"]
     )
+    lst.add_argument("--filter", help="only names containing this text (case-insensitive)")
+    lst.add_argument("--json", action="store_true", help="machine-readable output")
     lst.set_defaults(func=cmd_list)
 
     ev = sub.add_parser("eval", help="evaluate a saved run (same evaluation as in training)")
