@@ -7,6 +7,7 @@ the exit code and stderr of `python -m selfplay`."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -58,6 +59,14 @@ def test_build_search_and_stats_a_folder_of_this_repos_docs(tmp_path, cache, cap
     assert "projdocs/async.md" in out and "run-folder" not in out and "design-notes" not in out
     assert main(["corpus", "stats", "projdocs"]) == 0
     assert "minilm" in capsys.readouterr().out
+    # machine-readable: one JSON line per hit with the whole chunk; the manifest as JSON
+    assert main(["corpus", "search", "projdocs", sentence, "-k", "2", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [h["rank"] for h in hits] == [1, 2] and hits[0]["source"].endswith("async.md")
+    assert sentence.strip() in hits[0]["text"] and hits[0]["cosine"] >= hits[1]["cosine"]
+    assert main(["corpus", "stats", "projdocs", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["name"] == "projdocs" and stats["counts"]["chunks"] > 0
     assert main(["corpus", "list"]) == 0
     assert "projdocs" in capsys.readouterr().out
 

@@ -76,7 +76,7 @@ def test_summarize_pass_at_k_matches_the_closed_form():
     assert row["accuracy/f"] == 0.5 and row["accuracy/g"] == 0.0
 
 
-def test_evaluate_a_tiny_run_at_archived_steps(tmp_path):
+def test_evaluate_a_tiny_run_at_archived_steps(tmp_path, capsys):
     run_dir, world = make_tiny_run(tmp_path)
     # archive: every step kept, while only one full checkpoint survives pruning
     assert sorted(p.name for p in (run_dir / "checkpoints" / "archive").iterdir()) == [
@@ -103,6 +103,11 @@ def test_evaluate_a_tiny_run_at_archived_steps(tmp_path):
     assert len(records) == 12 and {len(r["answers"]) for r in records} == {1, 4}
     assert len((run_dir / "evaluations.jsonl").read_text().splitlines()) == 4
     assert main(["evaluate", str(run_dir), "--suite", "rg:gcd", "--step", "7"]) == 2
+    args = ["evaluate", str(run_dir), "--suite", "rg:gcd", "--size", "2", "--samples", "2"]
+    assert main([*args, "--k", "1,2", "--json"]) == 0  # machine-readable rows
+    json_rows = json.loads(capsys.readouterr().out)
+    assert [r["setting"] for r in json_rows] == ["greedy", "sampled"]
+    assert json_rows[1]["samples"] == 2 and "pass@2" in json_rows[1]
     # the tiny random model as judge never says \boxed{yes}: q1 = 0, refused in one line
     calibration = tmp_path / "calibration.jsonl"
     calibration.write_text("".join(json.dumps(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import typing
 
 from rich.console import Console
@@ -59,9 +60,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     search.add_argument("name")
     search.add_argument("query")
     search.add_argument("-k", type=int, default=5)
+    search.add_argument("--json", action="store_true", help="one JSON object per hit, full text")
 
     stats = actions.add_parser("stats", help="a corpus's manifest: sources, counts, model, index")
     stats.add_argument("name")
+    stats.add_argument("--json", action="store_true", help="the manifest as JSON")
 
     actions.add_parser("list", help="the corpora built in the cache")
     return corpus
@@ -87,10 +90,16 @@ def _search(args) -> int:
     from corpora import load_corpus
 
     corpus = load_corpus(args.name)
+    hits = corpus.search(args.query, k=args.k)[0]
+    if args.json:  # JSON lines: rank, cosine, source, the chunk's whole text
+        for rank, (chunk, score) in enumerate(hits, 1):
+            hit = {"rank": rank, "cosine": round(float(score), 6), "source": chunk.source}
+            print(json.dumps(hit | {"text": chunk.text}))
+        return 0
     table = Table(title=f"{args.name}: {args.query}")
     for column in ("rank", "cosine", "source", "text"):
         table.add_column(column, overflow="fold")
-    for rank, (chunk, score) in enumerate(corpus.search(args.query, k=args.k)[0], 1):
+    for rank, (chunk, score) in enumerate(hits, 1):
         snippet = " ".join(chunk.text.split())
         snippet = snippet if len(snippet) <= 240 else snippet[:240] + "…"
         table.add_row(str(rank), f"{score:.3f}", chunk.source, snippet)
@@ -101,7 +110,11 @@ def _search(args) -> int:
 def _stats(args) -> int:
     from corpora import load_corpus
 
-    _print_stats(load_corpus(args.name))
+    corpus = load_corpus(args.name)
+    if args.json:
+        print(json.dumps({"name": corpus.name, "folder": str(corpus.path)} | corpus.manifest))
+        return 0
+    _print_stats(corpus)
     return 0
 
 

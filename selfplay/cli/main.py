@@ -125,7 +125,10 @@ def cmd_evaluate(args) -> int:
     rows = evaluate(Path(args.run), args.suite, size=args.size, samples=args.samples, ks=ks,
                     tool=args.tool, step=args.step, temperature=args.temperature,
                     judge=Path(args.judge) if args.judge else None)
-    print_rows(rows)
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print_rows(rows)
     return 0
 
 
@@ -356,6 +359,7 @@ def parser() -> argparse.ArgumentParser:
                     help="reasoning-gym | rg:<family>[,...] | FILE.jsonl | hf:<dataset>[@split]")
     ho.add_argument("--size", type=int, default=32, help="problems (at most)")
     ho.add_argument("--samples", type=int, default=8, help="sampled answers per problem (n)")
+    ho.add_argument("--json", action="store_true", help="the result rows as JSON")
     ho.add_argument("--k", help="pass@k for these k, each ≤ --samples (default: 1,4,8 up to it)")
     ho.add_argument("--tool", action="store_true", help="also evaluate with the Python tool")
     ho.add_argument("--step", type=int, help="a saved or archived step (default: the latest)")
