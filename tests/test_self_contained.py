@@ -140,6 +140,10 @@ def test_a_moved_run_resumes_evaluates_crossplays_analyses_and_exports_elsewhere
     assert cli.main(["crossplay", str(moved), "--games", "1", "--max-snapshots", "2"]) == 0
     suite = ["--suite", "rg:basic_arithmetic", "--size", "1", "--samples", "1", "--k", "1"]
     assert cli.main(["evaluate", str(moved), *suite]) == 0
+    # one evaluation command: without --suite, `evaluate` is the loop's own evaluation (`eval`)
+    assert cli.main(["evaluate", str(moved), "spiral.eval_games=2"]) == 0
+    assert len((moved / "eval.jsonl").read_text().splitlines()) == 2
+    assert cli.main(["evaluate", str(moved), "spiral.eval_games=2", *suite]) == 2
     shutil.rmtree(moved / "report")
     assert cli.main(["analyze", str(moved), "--no-embeddings", "--no-png"]) == 0
     assert (moved / "report" / "index.html").exists()

@@ -112,6 +112,12 @@ def cmd_eval(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
+    if args.suite is None:  # the loop's own evaluation, as during training
+        if args.overrides is None:
+            args.overrides = []
+        return cmd_eval(args)
+    if args.overrides:
+        raise UserError(f"evaluate --suite takes no overrides, got {args.overrides[0]!r}")
     from selfplay.evaluation.evaluate import evaluate, print_rows
 
     try:
@@ -346,16 +352,21 @@ def parser() -> argparse.ArgumentParser:
     lst.add_argument("--json", action="store_true", help="machine-readable output")
     lst.set_defaults(func=cmd_list)
 
-    ev = sub.add_parser("eval", help="evaluate a saved run (same evaluation as in training)")
+    ev = sub.add_parser(
+        "eval", help="the same as `evaluate RUN` without --suite (kept for older scripts)"
+    )
     ev.add_argument("run")
     ev.add_argument("overrides", nargs="*", help="e.g. spiral.eval_games=32")
     ev.set_defaults(func=cmd_eval)
 
     ho = sub.add_parser(
-        "evaluate", help="held-out suites: greedy, sampled pass@k, with and without the tool"
+        "evaluate",
+        help="evaluate a saved run: the loop's own evaluation (as in training), or with --suite "
+        "held-out suites (greedy, sampled pass@k, with and without the tool)",
     )
     ho.add_argument("run")
-    ho.add_argument("--suite", required=True,
+    ho.add_argument("overrides", nargs="*", help="without --suite: e.g. spiral.eval_games=32")
+    ho.add_argument("--suite",
                     help="reasoning-gym | rg:<family>[,...] | FILE.jsonl | hf:<dataset>[@split]")
     ho.add_argument("--size", type=int, default=32, help="problems (at most)")
     ho.add_argument("--samples", type=int, default=8, help="sampled answers per problem (n)")
