@@ -148,3 +148,11 @@ def test_plots_rates_get_a_fixed_axis_and_empty_series_are_dropped(tmp_path):
     assert rate.save_png(tmp_path).stat().st_size > 1000
     assert is_rate("rollout/accuracy", [0.1, 0.9]) and is_rate("eval/x/random/loss", [0.5])
     assert not is_rate("train/loss", [0.1]) and not is_rate("game/invalid_rate", [1.5])
+
+
+def test_a_two_step_game_page_is_small_and_loads_plotly_once(tmp_path):
+    [page] = analyze([make_game_run(tmp_path)], embeddings=False, pngs=False)
+    text = page.read_text()
+    assert len(text.encode()) < 1_000_000
+    assert text.count("<script src='plotly.min.js'></script>") == 1
+    assert (page.parent / "plotly.min.js").stat().st_size > 1_000_000

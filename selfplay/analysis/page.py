@@ -1,8 +1,9 @@
 """Self-contained HTML pages: one per run and one per comparison of runs.
 
-Every page inlines plotly.js once (no CDN: it works offline and from a file), carries its
-figures as JSON, and has the run's config at the top and a searchable, sortable table of the
-generated tasks. Each figure is also saved as a PNG next to the page (for papers).
+Every page loads plotly.js once from ``plotly.min.js`` beside it (written with the page: no CDN,
+it works offline and from a file, and the page itself stays small: plotly.js alone is 4.8 MB),
+carries its figures as JSON, and has the run's config at the top and a searchable, sortable
+table of the generated tasks. Each figure is also saved as a PNG next to the page (for papers).
 """
 
 from __future__ import annotations
@@ -54,11 +55,25 @@ def _asset(name: str) -> str:
     return (HERE / name).read_text()
 
 
+PLOTLY_FILE = "plotly.min.js"
+
+
 @lru_cache(maxsize=1)
 def plotly_js() -> str:
     from plotly.offline import get_plotlyjs
 
     return get_plotlyjs()
+
+
+def write_page(out: Path, text: str) -> Path:
+    """``out/index.html`` and, once per folder, the plotly.js it loads (``plotly.min.js``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    script = out / PLOTLY_FILE
+    code = plotly_js()
+    if not script.exists() or script.stat().st_size != len(code.encode()):
+        script.write_text(code)
+    (out / "index.html").write_text(text)
+    return out / "index.html"
 
 
 def _script_json(value) -> str:
@@ -122,7 +137,7 @@ def page_html(
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{CSS}</style>"
-        f"<script>{plotly_js()}</script></head><body>"
+        f"<script src='{PLOTLY_FILE}'></script></head><body>"
         f"<h1>{html.escape(title)}</h1>{header}<nav>{nav}</nav>"
         + "\n".join(body_sections)
         + task_html
@@ -194,9 +209,7 @@ def write_run_page(run: RunData, out: Path | None = None, options: Options | Non
         + f"<details open><summary>config.yaml</summary><pre>{html.escape(run.config_text)}"
         "</pre></details>"
     )
-    page = page_html(run.name, header, sections, task_table(run), pngs)
-    (out / "index.html").write_text(page)
-    return out / "index.html"
+    return write_page(out, page_html(run.name, header, sections, task_table(run), pngs))
 
 
 def comparison_rows(runs: list[RunData]) -> list[list]:
@@ -280,6 +293,5 @@ def write_comparison_page(runs: list[RunData], out: Path, pngs: bool = True) -> 
         f"{html.escape(r.name)}</a></li>" for r in runs
     )
     header = f"<p class='note'>runs compared (their own pages):</p><ul>{links}</ul>"
-    page = page_html("comparison: " + " vs ".join(names), header, [summary, section], None, pngs)
-    (out / "index.html").write_text(page)
-    return out / "index.html"
+    return write_page(out, page_html("comparison: " + " vs ".join(names), header,
+                                     [summary, section], None, pngs))

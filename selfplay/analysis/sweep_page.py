@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from selfplay.analysis.page import page_html, write_pngs
+from selfplay.analysis.page import page_html, write_page, write_pngs
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import Section, Table, fmt, is_rate
@@ -260,9 +260,8 @@ def write_sweep_page(sweep: SweepData, out: Path | None = None, pngs: bool = Tru
     out.mkdir(parents=True, exist_ok=True)
     sections = sweep_sections(sweep)
     names = write_pngs([p for s in sections for p in s.plots], out) if pngs else []
-    page = page_html(f"sweep: {sweep.name}", header_html(sweep), sections, None, names)
-    (out / "index.html").write_text(page)
-    return out / "index.html"
+    return write_page(out, page_html(f"sweep: {sweep.name}", header_html(sweep), sections, None,
+                                     names))
 
 
 def analyze_sweep(path: Path, out: Path | None = None, pngs: bool = True) -> Path:

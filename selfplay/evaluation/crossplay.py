@@ -225,7 +225,7 @@ def crossplay(run_dir: Path, games: int = 8, tasks: int = 16, samples: int = 4,
 
 
 def write_crossplay(run: RunData, result: dict) -> Path:
-    from selfplay.analysis.page import page_html, write_pngs
+    from selfplay.analysis.page import page_html, write_page, write_pngs
 
     out = run.path / "crossplay"
     out.mkdir(exist_ok=True)
@@ -258,6 +258,4 @@ def write_crossplay(run: RunData, result: dict) -> Path:
                                 [[labels[i], *[fmt(v) for v in row]] for i, row in enumerate(z)]))
     pngs = write_pngs([plot], out)
     header = f"<p class='note'>run {run.path}</p>"
-    (out / "index.html").write_text(page_html(f"cross-play: {run.name}", header, [section], None,
-                                          pngs))
-    return out / "index.html"
+    return write_page(out, page_html(f"cross-play: {run.name}", header, [section], None, pngs))
