@@ -14,9 +14,14 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def _turn(text: str, tokens: int) -> dict:
-    return {"role": "solver", "text": text, "completion_ids": list(range(tokens)),
-            "prompt_ids": [1, 2], "loss_mask": [1] * tokens}
+def _turn(text: str, tokens: int, role: str = "solver") -> dict:
+    return {"role": role, "text": text, "completion_ids": list(range(tokens)),
+            "prompt_ids": [1, 2], "loss_mask": [1] * tokens,
+            "prompt_text": f"Your move, {role}. Actions: [check], [bet]"}
+
+
+# the reply of the model's invalid move in make_game_run: HTML must stay text on the page
+INVALID_REPLY = "<script>alert(1)</script> I raise: \\boxed{[raise]}"
 
 
 QUESTIONS = [
@@ -103,7 +108,11 @@ def make_game_run(root: Path) -> Path:
         _write_jsonl(run / "episodes" / f"step-{step:06d}.jsonl", [
             {"loop": "spiral", "env": "kuhn_poker", "group_id": f"s{step}-g{i}", "step": step,
              "rewards": {"player_0": 1.0, "player_1": -1.0},
-             "info": {"winner": w, "invalid_by": 1 if i == 3 else None, "opponent": "mirror"},
-             "turns": [_turn("[bet]", 4)]}
+             "info": {"winner": w, "invalid_by": 1 if i == 3 else None, "opponent": "mirror",
+                      **({"invalid_by_kind": "policy", "invalid_reason": "[raise] is not legal"}
+                         if i == 3 else {})},
+             # step 1: every reply 24 tokens long, the budget (truncated)
+             "turns": [_turn("\\boxed{[bet]}", 4 if step == 0 else 24, "player_0")]
+             + ([_turn(INVALID_REPLY, 9, "player_1")] if i == 3 else [])}
             for i, w in enumerate(winners)])
     return run

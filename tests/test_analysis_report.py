@@ -156,3 +156,43 @@ def test_a_two_step_game_page_is_small_and_loads_plotly_once(tmp_path):
     assert len(text.encode()) < 1_000_000
     assert text.count("<script src='plotly.min.js'></script>") == 1
     assert (page.parent / "plotly.min.js").stat().st_size > 1_000_000
+
+
+def test_game_transcripts_invalid_reasons_and_truncation(tmp_path):
+    from tests.analysis_data import INVALID_REPLY
+
+    run = make_game_run(tmp_path)
+    sections = _sections(run, embeddings=False)
+    transcripts = "".join(sections["transcripts"].html)
+    # the model's reply is escaped, its action parsed, and the invalid move says why
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in transcripts
+    assert INVALID_REPLY not in transcripts and "<script>" not in transcripts
+    assert "<code>[raise]</code>" in transcripts and "invalid: [raise] is not legal" in transcripts
+    assert "<code>[bet]</code>" in transcripts and "Your move, player_0" in transcripts
+    assert "step 1: 3 of 4 episodes" in transcripts and "step 0: 3 of 4" in transcripts
+    reasons = next(t for t in sections["games"].tables if t.caption.startswith("how training"))
+    assert reasons.headers == ["how the game ended", "step 0", "step 1", "all steps"]
+    assert reasons.rows[0] == ["model: [raise] is not legal", 1, 1, "0.250 (2/8)"]
+    assert reasons.rows[1] == ["played out (no invalid move)", 3, 3, "0.750 (6/8)"]
+    assert reasons.rows[-1] == ["games", 4, 4, 8]
+    # step 1: 4 of its 5 replies hit the 24-token budget (the invalid one has 9 tokens)
+    responses = sections["responses"]
+    assert any("0.400 (4/10)" in line for line in responses.lines)
+    flagged = [line for line in responses.lines if line.startswith("⚠ truncation")]
+    assert not flagged  # 4/5 at step 1 is under 0.9
+    [page] = analyze([run], embeddings=False, pngs=False)
+    text = page.read_text()
+    assert "&lt;script&gt;alert(1)" in text and "<script>alert(1)" not in text
+
+
+def test_truncation_is_flagged_at_ninety_percent(tmp_path):
+    from selfplay.analysis import debugging
+
+    run = RunData.open(make_game_run(tmp_path))
+    for episode in run.episodes:  # every reply at the 24-token budget
+        for turn in episode["turns"]:
+            turn["completion_ids"] = [0] * 24
+    _, lines = debugging.truncation_plot_and_lines(run)
+    assert lines[0].endswith("1.000 (10/10).")
+    assert lines[1].startswith("⚠ truncation: at 2 of 2 steps")
+    assert "step 1: 1.000 (5/5)" in lines[1]

@@ -44,6 +44,14 @@ def test_page_renders_every_plot_and_the_task_table_filters(tmp_path):
             assert images == expected
             assert browser.evaluate(
                 "Array.from(document.images).filter(i => i.naturalWidth === 0).length") == 0
+        # the game run's page: transcripts, the model's HTML reply shown as text
+        browser.open(pages[1])
+        browser.wait_for("document.body.dataset.plotsRendered")
+        assert browser.evaluate("document.querySelectorAll('table.transcript').length") >= 4
+        text = browser.evaluate("document.getElementById('transcripts').parentElement.innerText")
+        assert "<script>alert(1)</script>" in text and "[raise] is not legal" in text
+        assert not browser.evaluate(
+            "[...document.scripts].some(s => s.textContent.includes('alert(1)'))")
         # the run page of the curriculum run: its task table
         browser.open(pages[0])
         browser.wait_for("document.body.dataset.plotsRendered")

@@ -44,7 +44,11 @@ table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top}th{background:#f4f4f4}
 #tasks th{cursor:pointer;user-select:none}#tasks td.q{max-width:520px;white-space:pre-wrap}
 pre{background:#f8f8f8;padding:.6em;max-height:320px;overflow:auto;font-size:.8em}
-nav a{margin-right:1em}.gallery img{max-width:48%;margin:2px;border:1px solid #eee}
+nav a{margin-right:1em}
+pre.turn{white-space:pre-wrap;max-height:240px;margin:.2em 0}td.bad{color:#a40;font-weight:600}
+table.transcript{width:100%}table.transcript td:nth-child(2){width:65%}
+details.episode{margin:.5em 0}details.episode>summary{cursor:pointer}
+.gallery img{max-width:48%;margin:2px;border:1px solid #eee}
 """
 
 HERE = Path(__file__).parent
@@ -100,7 +104,8 @@ def _table_html(table: Table) -> str:
 
 def _section_html(section: Section, figures: dict) -> str:
     parts = [f"<h2 id='{section.anchor}'>{html.escape(section.title)}</h2>"]
-    parts += [f"<p class='note'>{html.escape(line)}</p>" for line in section.lines]
+    parts += [f"<p class='note{' problem' if line.startswith('⚠') else ''}'>"
+              f"{html.escape(line)}</p>" for line in section.lines]
     if section.plots:
         parts.append("<div class='grid'>")
         for plot in section.plots:
@@ -109,6 +114,7 @@ def _section_html(section: Section, figures: dict) -> str:
                          f"<a href='{plot.name}.png'>PNG</a></div>")
         parts.append("</div>")
     parts += [_table_html(t) for t in section.tables]
+    parts += section.html
     return "\n".join(parts)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from curricula.analysis import difficulty, diversity, tasks
+from selfplay.analysis import debugging
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
 from selfplay.stats import compute, games
@@ -35,6 +36,7 @@ class Section:
     plots: list[Plot] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)  # findings and "why this is missing" notes
+    html: list[str] = field(default_factory=list)  # blocks already escaped (transcripts)
 
     def add(self, plot: Plot, missing: str | None = None) -> None:
         """Keep a plot that has data; otherwise note why it is not there."""
@@ -344,6 +346,11 @@ def games_section(run: RunData) -> Section:
             ["game", "opponent", "seat", "games", "win", "draw", "loss", "invalid"],
             [[r["game"], r["opponent"], r["seat"], r["games"], *[fmt(r[k]) for k in
               ("win", "draw", "loss", "invalid")]] for r in games.game_rates(game_episodes)]))
+        reasons = debugging.invalid_reason_table(game_episodes)
+        if reasons:
+            section.tables.append(Table(
+                "how training games ended, per step (games; the last column: share of all games)",
+                *reasons))
     combos = sorted({(r["game"], r["opponent"]) for r in evals})
     for game_id, opponent in combos:
         chosen = [r for r in evals if r["game"] == game_id and r["opponent"] == opponent]
@@ -378,6 +385,10 @@ def responses_section(run: RunData) -> Section:
                 "no model turns in episodes/.")
     section.add(Plot("response-chars", "mean response length (model turns)", "step",
                      "characters", [Series("characters", steps, [lengths[s][1] for s in steps])]))
+    plot, lines = debugging.truncation_plot_and_lines(run)
+    if plot is not None:
+        section.add(plot)
+    section.lines += lines
     budget = (run.config.get("sampling") or {}).get("max_new_tokens")
     if lengths and budget:
         first, last = lengths[steps[0]][0], lengths[steps[-1]][0]
@@ -385,6 +396,20 @@ def responses_section(run: RunData) -> Section:
             f"tokens per response {first:.1f} → {last:.1f} (budget {budget}); a steady fall "
             "is SPIRAL's 'thinking collapse', a climb to the budget means truncation."
         )
+    return section
+
+
+def transcripts_section(run: RunData) -> Section:
+    section = Section("Transcripts", "transcripts")
+    blocks, shown = debugging.transcripts_html(run)
+    if not shown:
+        section.lines.append("no model turns in episodes/ to show.")
+        return section
+    section.lines.append(
+        "sampled episodes of the first and the latest step, per game: the prompt (click to "
+        "open), the reply, the action parsed from it, and why a move was invalid."
+    )
+    section.html += blocks
     return section
 
 
@@ -513,6 +538,7 @@ def build_sections(run: RunData, options: Options | None = None) -> list[Section
         diversity_section(run, options),
         pseudo_label_section(run),
         games_section(run),
+        transcripts_section(run),
         responses_section(run),
         compute_section(run),
         evaluations_section(run),
