@@ -95,7 +95,8 @@ def make_game_run(root: Path) -> Path:
     run = root / "spiral-test"
     run.mkdir(parents=True)
     config = {"name": "spiral-test", "loop": "spiral", "train": {"steps": 2},
-              "sampling": {"max_new_tokens": 24}, "spiral": {"games": [{"id": "kuhn_poker"}]}}
+              "sampling": {"max_new_tokens": 24},
+              "spiral": {"games": [{"id": "kuhn_poker"}], "eval_games": 4}}
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     _write_jsonl(run / "metrics.jsonl", [
         {"step": s, "time": 0.0, "reward/player_0": 0.1, "game/invalid_rate": 0.5 - 0.2 * s,

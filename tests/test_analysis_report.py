@@ -73,8 +73,14 @@ def test_game_run_has_game_tables_and_no_task_sections(tmp_path):
     sections = _sections(make_game_run(tmp_path), embeddings=False)
     games = sections["games"]
     seat_rows = games.tables[0].rows  # winners 0, 1, draw, 0 (seat 1 invalid) per step
-    assert seat_rows[0][:5] == ["kuhn_poker", "mirror", 0, 8, "0.500"]
-    assert seat_rows[1][7] == "0.250"
+    assert seat_rows[0][:5] == ["kuhn_poker", "mirror", 0, 8, "0.500 (4/8)"]
+    assert seat_rows[1][7] == "0.250 (2/8)"
+    # evaluation at the last step, spiral.eval_games 4: counts beside every rate
+    evaluation = next(t for t in games.tables if t.caption.startswith("evaluation at step 1"))
+    assert "4 games per game and opponent" in evaluation.caption
+    rows = {tuple(r[:3]): r[3:] for r in evaluation.rows}
+    assert rows[("kuhn_poker", "random", "both")][0] == "0.500 (2/4)"
+    assert rows[("kuhn_poker", "random", 0)][0] == "0.500 (1/2)"
     assert {p.name for p in games.plots} >= {"games-training-rates", "games-eval-kuhn-poker-random"}
     assert "no tasks.jsonl" in sections["validity"].lines[0]
     assert all(not p.empty for s in sections.values() for p in s.plots)
@@ -196,3 +202,28 @@ def test_truncation_is_flagged_at_ninety_percent(tmp_path):
     assert lines[0].endswith("1.000 (10/10).")
     assert lines[1].startswith("⚠ truncation: at 2 of 2 steps")
     assert "step 1: 1.000 (5/5)" in lines[1]
+
+
+def test_crossplay_table_says_how_many_games_each_rate_is_from(tmp_path):
+    from selfplay.evaluation.crossplay import write_crossplay
+
+    run = make_game_run(tmp_path)
+    result = {"kind": "games", "snapshots": [0, 2], "games_per_pair": 2, "invalid_share": 0.5,
+              "matrix": [[None, 1.0], [0.0, None]],
+              "ratings": [{"snapshot": "step 0", "mu": 25.0, "sigma": 8.0, "ordinal": 1.0}]}
+    page = write_crossplay(RunData.open(run), result)
+    text = page.read_text()
+    assert "1.000 (n=2)" in text and "0.000 (n=2)" in text
+
+
+def test_spice_like_run_without_a_valid_question_says_so(tmp_path):
+    run = make_curriculum_run(tmp_path)
+    # a step whose challenger produced nothing valid: only challenger episodes, reward 0
+    (run / "episodes" / "step-000004.jsonl").write_text("".join(json.dumps(
+        {"loop": "spice", "env": "challenger", "group_id": "s4-d0", "step": 4,
+         "rewards": {"challenger": 0.0}, "info": {"valid": False}, "turns": []}) + "\n"
+        for _ in range(4)))
+    difficulty = _sections(run, embeddings=False)["difficulty"]
+    assert any("no solver group at step(s) 4" in line for line in difficulty.lines)
+    assert any("mean p̂ 0.375 (n = 8 groups)" in line and "0.500 (4/8)" in line
+               for line in difficulty.lines)

@@ -134,7 +134,19 @@ def _lines(name, title, ylabel, series: dict[str, list[tuple]], rate=False, xlab
 # ------------------------------------------------------------------ difficulty
 def difficulty_section(run: RunData) -> Section:
     section = Section("Difficulty", "difficulty")
-    groups = difficulty.groups_from_episodes(run.episodes)
+    # loops whose solver logs `correct` (SPICE's reasoner) beside other roles (its challenger):
+    # p̂ is the solver's, never the share of a challenger's attempts that scored
+    solver = [e for e in run.episodes if "correct" in (e.get("info") or {})]
+    groups = difficulty.groups_from_episodes(solver or run.episodes)
+    if solver:
+        played = sorted({int(e.get("step", 0)) for e in run.episodes})
+        empty = [s for s in played if s not in {g.step for g in groups}]
+        if empty:
+            shown = ", ".join(map(str, empty[:20])) + (" …" if len(empty) > 20 else "")
+            section.lines.append(
+                f"no solver group at step(s) {shown}: nothing was answered there (no valid "
+                "question): those steps have no p̂, not a p̂ of 0."
+            )
     if groups:
         steps = sorted({g.step for g in groups})
         hist = difficulty.histograms_by([(g.step, g.p_hat) for g in groups], HIST_BINS)
@@ -151,10 +163,12 @@ def difficulty_section(run: RunData) -> Section:
                                       for s in steps], dash=True)],
             rate=True,
         ))
+        flat = sum(g.zero_variance for g in groups)
         section.lines.append(
             f"{len(groups)} groups over {len(steps)} steps: mean p̂ "
-            f"{np.mean([g.p_hat for g in groups]):.3f}, zero-variance share "
-            f"{difficulty.zero_variance_share(groups):.3f} (these groups give no gradient)."
+            f"{np.mean([g.p_hat for g in groups]):.3f} (n = {len(groups)} groups), zero-variance "
+            f"share {debugging.count_rate(int(flat), len(groups))} (these groups give no "
+            "gradient)."
         )
     scored = [t for t in run.tasks if isinstance(t.get("p_hat"), int | float)]
     if scored:
@@ -242,11 +256,22 @@ def validity_section(run: RunData) -> Section:
                      [Series("tasks", keys, [len(by[k]) for k in keys], "bar")]))
     top = tasks.top_answers(run.tasks)
     section.lines.append(
-        f"{len(run.tasks)} tasks; valid {fmt(tasks.validity_rate(run.tasks))}; degenerate "
-        f"answers {fmt(tasks.degenerate_rate(run.tasks))}; most frequent answers: "
+        f"{len(run.tasks)} tasks; valid {_count(run.tasks, lambda t: t.get('valid') is True)}; "
+        f"degenerate answers {_degenerate(run.tasks)}; most frequent answers: "
         + ", ".join(f"{a[:30]!r} {s:.0%}" for a, s in top)
     )
     return section
+
+
+def _count(rows: list[dict], predicate) -> str:
+    return debugging.count_rate(sum(bool(predicate(r)) for r in rows), len(rows))
+
+
+def _degenerate(rows: list[dict]) -> str:
+    valid = [t for t in rows if t.get("valid")]
+    if not valid:
+        return "– (no valid task)"
+    return _count(valid, lambda t: tasks.is_degenerate_answer(t.get("answer"), t.get("question")))
 
 
 def diversity_section(run: RunData, options: Options) -> Section:
@@ -344,8 +369,9 @@ def games_section(run: RunData) -> Section:
         section.tables.append(Table(
             "training games per game, opponent and seat (whole run)",
             ["game", "opponent", "seat", "games", "win", "draw", "loss", "invalid"],
-            [[r["game"], r["opponent"], r["seat"], r["games"], *[fmt(r[k]) for k in
-              ("win", "draw", "loss", "invalid")]] for r in games.game_rates(game_episodes)]))
+            [[r["game"], r["opponent"], r["seat"], r["games"],
+              *[debugging.count_rate(round(r[k] * r["games"]), r["games"]) for k in
+                ("win", "draw", "loss", "invalid")]] for r in games.game_rates(game_episodes)]))
         reasons = debugging.invalid_reason_table(game_episodes)
         if reasons:
             section.tables.append(Table(
@@ -368,12 +394,23 @@ def games_section(run: RunData) -> Section:
             if r["step"] == last:
                 table[(r["game"], r["opponent"], "both" if r["seat"] is None else r["seat"])][
                     r["outcome"]] = r["value"]
+        per = (run.config.get(run.loop) or {}).get("eval_games")
         section.tables.append(Table(
-            f"evaluation at step {last} (greedy, seats alternating)",
+            f"evaluation at step {last} (greedy, seats alternating"
+            + (f", {per} games per game and opponent)" if per else ")"),
             ["game", "opponent", "seat", "win", "draw", "loss", "invalid"],
-            [[*k, *[fmt(v.get(o)) for o in ("win", "draw", "loss", "invalid")]]
+            [[*k, *[_eval_cell(v.get(o), per, k[2]) for o in ("win", "draw", "loss", "invalid")]]
              for k, v in sorted(table.items(), key=str)]))
     return section
+
+
+def _eval_cell(rate, games_per_pair, seat) -> str:
+    """An evaluation rate with its count where the number of games is known (``eval_games``
+    per game and opponent, seats alternating: seat 0 gets the odd one)."""
+    if not isinstance(games_per_pair, int) or not isinstance(rate, int | float):
+        return fmt(rate)
+    n = games_per_pair if seat == "both" else (games_per_pair + (seat == 0)) // 2
+    return debugging.count_rate(round(rate * n), n)
 
 
 def responses_section(run: RunData) -> Section:

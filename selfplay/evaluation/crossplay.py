@@ -254,8 +254,14 @@ def write_crossplay(run: RunData, result: dict) -> Path:
     plot = Plot("crossplay-matrix", title, xlabel, ylabel,
                 heatmap=(labels, labels, z), zlabel="rate", rate=True)
     section.plots.append(plot)
-    section.tables.append(Table(title, ["", *labels],
-                                [[labels[i], *[fmt(v) for v in row]] for i, row in enumerate(z)]))
+    if result["kind"] == "games":  # every ordered pair played games_per_pair games
+        counts = [[result["games_per_pair"]] * len(row) for row in z]
+    else:  # row i's questions, each answered `samples` times by every solver
+        counts = [[n * result["samples"]] * len(z) for n in result["tasks_per_snapshot"]]
+    section.tables.append(Table(title + " (n: games or answers per cell)", ["", *labels], [
+        [labels[i], *[f"{fmt(v)} (n={n})" if v is not None else "–"
+                      for v, n in zip(row, counts[i], strict=True)]]
+        for i, row in enumerate(z)]))
     pngs = write_pngs([plot], out)
     header = f"<p class='note'>run {run.path}</p>"
     return write_page(out, page_html(f"cross-play: {run.name}", header, [section], None, pngs))
