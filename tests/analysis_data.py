@@ -117,3 +117,25 @@ def make_game_run(root: Path) -> Path:
              + ([_turn(INVALID_REPLY, 9, "player_1")] if i == 3 else [])}
             for i, w in enumerate(winners)])
     return run
+
+
+def make_plugin_run(root: Path) -> Path:
+    """A run of docs/extending.md's DrillLoop (a plug-in loop by import path): its own metric
+    drill/win_rate, and game episodes that log who broke the rules but not why."""
+    run = root / "drill-test"
+    run.mkdir(parents=True)
+    config = {"name": "drill-test", "loop": "my_loops.drill:DrillLoop", "train": {"steps": 2},
+              "sampling": {"max_new_tokens": 16}, "drill": {"game": "my_games.nim:Nim"}}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    _write_jsonl(run / "metrics.jsonl", [
+        {"step": s, "time": 0.0, "reward/player": 0.5 * s, "drill/win_rate": 0.25 + 0.5 * s,
+         "drill/moves": 3.0 + s, "train/loss": 0.7 - 0.1 * s} for s in range(2)])
+    for step in range(2):
+        _write_jsonl(run / "episodes" / f"step-{step:06d}.jsonl", [
+            {"loop": "drill", "env": "my_games.nim:Nim", "group_id": f"step-{step}", "step": step,
+             "rewards": {"player": 1.0 if i == 0 else -1.0},
+             "info": {"winner": 0 if i == 0 else 1, "invalid_by": 0 if i == 1 else None},
+             "turns": [_turn("\\boxed{[take 2]}", 5, "player"),
+                       _turn("I take <b>all</b>", 6, "player")]}
+            for i in range(2)])
+    return run

@@ -227,3 +227,40 @@ def test_spice_like_run_without_a_valid_question_says_so(tmp_path):
     assert any("no solver group at step(s) 4" in line for line in difficulty.lines)
     assert any("mean p̂ 0.375 (n = 8 groups)" in line and "0.500 (4/8)" in line
                for line in difficulty.lines)
+
+
+def test_plugin_loop_metrics_get_plotted_with_titles_and_no_pngs(tmp_path):
+    from selfplay.analysis import titles
+    from tests.analysis_data import make_plugin_run
+
+    run = make_plugin_run(tmp_path)
+    sections = _sections(run, embeddings=False)
+    other = {p.name: p for p in sections["other-metrics"].plots}
+    assert set(other) == {"other-drill-rates", "other-drill-moves"}
+    assert other["other-drill-rates"].series[0].y == [0.25, 0.75]
+    assert other["other-drill-moves"].title == "drill/moves"
+    assert not any(p.png for p in other.values())
+    assert "drill (2)" in sections["other-metrics"].lines[0]
+    loss = next(p for p in sections["training"].plots if p.name == "train-train-loss")
+    assert (loss.title, loss.ylabel) == ("Policy loss (train/loss)", "loss")
+    assert titles.describe("eval/kuhn_poker/random/win")[0] == (
+        "Evaluation: kuhn poker · random · win")
+    assert titles.describe("sync/seconds") == ("Weight sync time", "s")
+    assert titles.describe("my/thing_seconds") == ("my/thing_seconds", "s")
+    # the transcripts of a loop that logs who broke the rules but not why
+    reasons = next(t for t in sections["games"].tables if t.caption.startswith("how training"))
+    assert reasons.rows[0] == [
+        "seat 0: invalid move (the loop logs no reason)", 1, 1, "0.500 (2/4)"]
+    transcripts = "".join(sections["transcripts"].html)
+    assert "invalid: invalid move" in transcripts and "I take &lt;b&gt;all&lt;/b&gt;" in transcripts
+    [page] = analyze([run], embeddings=False)
+    assert not (page.parent / "other-drill-rates.png").exists()
+    assert (page.parent / "train-train-loss.png").exists()
+    assert "plot-other-drill-moves" in page.read_text()
+    # a run whose every key is drawn by a known section says so
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.yaml").write_text("loop: rlvr\n")
+    (plain / "metrics.jsonl").write_text('{"step": 0, "time": 1.0, "reward/solver": 0.5}\n')
+    other = _sections(plain, embeddings=False)["other-metrics"]
+    assert other.plots == [] and "every key" in other.lines[0]

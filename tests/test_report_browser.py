@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from selfplay.analysis.report import analyze
-from tests.analysis_data import make_curriculum_run, make_game_run
+from tests.analysis_data import make_curriculum_run, make_game_run, make_plugin_run
 
 ARTEFACTS = Path(__file__).resolve().parent.parent / "runs" / "test-artefacts"
 
@@ -25,6 +25,7 @@ def test_page_renders_every_plot_and_the_task_table_filters(tmp_path):
 
     runs = [make_curriculum_run(tmp_path / "a"), make_game_run(tmp_path / "b")]
     pages = analyze(runs, out=tmp_path / "compare", embeddings=False)
+    pages += analyze([make_plugin_run(tmp_path / "c")], embeddings=False)  # a plug-in loop
     with Browser() as browser:
         for page in pages:
             browser.open(page)
@@ -41,7 +42,7 @@ def test_page_renders_every_plot_and_the_task_table_filters(tmp_path):
             assert drawn == expected
             images = browser.wait_for(
                 "Array.from(document.images).every(i => i.complete) && document.images.length")
-            assert images == expected
+            assert images == browser.evaluate("document.querySelectorAll('.plot a').length")
             assert browser.evaluate(
                 "Array.from(document.images).filter(i => i.naturalWidth === 0).length") == 0
         # the game run's page: transcripts, the model's HTML reply shown as text
@@ -52,6 +53,14 @@ def test_page_renders_every_plot_and_the_task_table_filters(tmp_path):
         assert "<script>alert(1)</script>" in text and "[raise] is not legal" in text
         assert not browser.evaluate(
             "[...document.scripts].some(s => s.textContent.includes('alert(1)'))")
+        # the plug-in loop's page: its own metric drawn, its transcripts shown
+        browser.open(pages[3])
+        browser.wait_for("document.body.dataset.plotsRendered")
+        assert browser.evaluate(
+            "!!document.querySelector('#plot-other-drill-rates .main-svg .trace')")
+        assert "Drill: rates" in browser.evaluate(
+            "document.getElementById('plot-other-drill-rates').innerText")
+        assert browser.evaluate("document.querySelectorAll('table.transcript').length") >= 2
         # the run page of the curriculum run: its task table
         browser.open(pages[0])
         browser.wait_for("document.body.dataset.plotsRendered")

@@ -18,6 +18,7 @@ import numpy as np
 from rich.progress import Progress
 
 from curricula.analysis import difficulty
+from selfplay.analysis import titles
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import (
@@ -110,8 +111,8 @@ def _section_html(section: Section, figures: dict) -> str:
         parts.append("<div class='grid'>")
         for plot in section.plots:
             figures[f"plot-{plot.name}"] = plot.plotly_figure()
-            parts.append(f"<div class='plot'><div id='plot-{plot.name}'></div>"
-                         f"<a href='{plot.name}.png'>PNG</a></div>")
+            link = f"<a href='{plot.name}.png'>PNG</a>" if plot.png else ""
+            parts.append(f"<div class='plot'><div id='plot-{plot.name}'></div>{link}</div>")
         parts.append("</div>")
     parts += [_table_html(t) for t in section.tables]
     parts += section.html
@@ -158,6 +159,7 @@ def write_pngs(plots: list[Plot], out: Path, progress: Progress | None = None) -
     for stale in out.glob("*.png"):  # figures of an earlier analysis that has none now
         stale.unlink()
     names = []
+    plots = [p for p in plots if p.png]
     task = progress.add_task("PNG figures", total=len(plots)) if progress else None
     for plot in plots:
         plot.save_png(out)
@@ -267,7 +269,8 @@ def write_comparison_page(runs: list[RunData], out: Path, pngs: bool = True) -> 
                   for r in runs for pts in [numeric_series(r.metrics, (key,)).get(key, [])]]
         values = [y for s in series for y in s.y]
         safe = "".join(ch if ch.isalnum() else "-" for ch in key)
-        section.add(Plot(f"compare-{safe}", key, "step", key.rsplit("/", 1)[-1], series,
+        section.add(Plot(f"compare-{safe}", titles.title(key), "step",
+                         titles.describe(key)[1] or key.rsplit("/", 1)[-1], series,
                          rate=all(0 <= v <= 1 for v in values) and not key.startswith("reward/")))
     phat = []
     for run in runs:

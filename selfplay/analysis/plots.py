@@ -35,6 +35,7 @@ class Plot:
     log_x: bool = False
     heatmap: tuple[list, list, list[list[float]]] | None = None  # (x labels, y labels, z[y][x])
     zlabel: str = ""
+    png: bool = True  # also saved as a PNG next to the page
 
     @property
     def empty(self) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from curricula.analysis import difficulty, diversity, tasks
-from selfplay.analysis import debugging
+from selfplay.analysis import debugging, titles
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
 from selfplay.stats import compute, games
@@ -69,14 +69,14 @@ def fmt(value, digits: int = 3) -> str:
 # ------------------------------------------------------------------ training curves
 RATE_WORDS = ("accuracy", "rate", "win", "draw", "loss", "invalid", "share", "frac")
 PANELS = [
-    ("reward", ("reward/",), "training reward"),
+    ("reward", ("reward/",), "Training reward"),
     ("rollout", ("rollout/accuracy", "rollout/boxed_rate", "rollout/answered_rate",
-                 "rollout/tool_"), "rollouts"),
-    ("game", ("game/",), "games during training"),
-    ("eval", ("eval/",), "evaluation"),
+                 "rollout/tool_"), "Rollouts"),
+    ("game", ("game/",), "Games during training"),
+    ("eval", ("eval/",), "Evaluation"),
     ("learner", ("train/loss", "train/grad_norm", "train/entropy", "train/clip_frac",
-                 "train/samples_dropped_zero_adv"), "learner"),
-    ("speed", ("rollout/tokens_per_s", "train/tokens_per_s", "time/step_seconds"), "speed"),
+                 "train/samples_dropped_zero_adv"), "Learner"),
+    ("speed", ("rollout/tokens_per_s", "train/tokens_per_s", "time/step_seconds"), "Speed"),
 ]
 
 
@@ -111,15 +111,58 @@ def training_section(run: RunData) -> Section:
         section.lines.append("metrics.jsonl has no rows yet.")
         return section
     for name, prefixes, title in PANELS:
-        series = numeric_series(rows, prefixes)
-        rates = {k: v for k, v in series.items() if is_rate(k, [y for _, y in v])}
-        if rates:
-            section.add(_lines(f"train-{name}-rates", f"{title}: rates", "rate", rates, rate=True))
-        for key, points in series.items():
-            if key in rates:
-                continue
-            safe = re.sub(r"[^a-zA-Z0-9]+", "-", key).strip("-")
-            section.add(_lines(f"train-{safe}", key, key.rsplit("/", 1)[-1], {key: points}))
+        _metric_plots(section, numeric_series(rows, prefixes), f"train-{name}", title, "train")
+    return section
+
+
+def _metric_plots(section: Section, series: dict[str, list[tuple]], panel: str, title: str,
+                  stem: str) -> None:
+    """A panel's rates in one 0–1 plot, every other key in its own plot, with human titles."""
+    rates = {k: v for k, v in series.items() if is_rate(k, [y for _, y in v])}
+    if rates:
+        labels = [titles.describe(k)[0] for k in rates]
+        if len(set(labels)) < len(labels):  # two keys with one title: keep the keys
+            labels = list(rates)
+        plot = _lines(f"{panel}-rates", f"{title}: rates", "share (0–1)", rates, rate=True)
+        for line, label in zip(plot.series, labels, strict=True):
+            line.label = label
+        section.add(plot)
+    for key, points in series.items():
+        if key in rates:
+            continue
+        safe = re.sub(r"[^a-zA-Z0-9]+", "-", key).strip("-")
+        section.add(_lines(f"{stem}-{safe}", titles.title(key), titles.describe(key)[1] or key,
+                           {titles.describe(key)[0]: points}))
+
+
+def claimed(key: str) -> bool:
+    """A metric key a known section draws (the training panels, pseudo-label accuracy)."""
+    return key.startswith(tuple(p for _, prefixes, _ in PANELS for p in prefixes)) or (
+        "pseudo_label_accuracy" in key)
+
+
+def other_metrics_section(run: RunData) -> Section:
+    """Every numeric key no other section draws: a plug-in loop's own metrics (``drill/...``),
+    the curriculum's, sync and staleness; grouped by their first word."""
+    section = Section("Other metrics (logged by the loop)", "other-metrics")
+    series = {k: v for k, v in numeric_series(run.metrics, ("",)).items()
+              if k not in ("step", "time", "final") and not claimed(k)}
+    if not series:
+        section.lines.append("no other metrics: every key in metrics.jsonl is drawn above.")
+        return section
+    groups: dict[str, dict[str, list[tuple]]] = defaultdict(dict)
+    for key, points in series.items():
+        groups[key.split("/", 1)[0] if "/" in key else "(no prefix)"][key] = points
+    section.lines.append(
+        f"{len(series)} keys in metrics.jsonl that no section above draws, by prefix: "
+        + ", ".join(f"{g} ({len(v)})" for g, v in sorted(groups.items())) + "."
+    )
+    for group, members in sorted(groups.items()):
+        safe = re.sub(r"[^a-zA-Z0-9]+", "-", group).strip("-") or "none"
+        _metric_plots(section, members, f"other-{safe}", group.capitalize(), "other")
+    for plot in section.plots:  # many small curves: drawn on the page, no PNG each (slow)
+        plot.png = False
+    section.lines.append("these figures are drawn on the page only (no PNG files).")
     return section
 
 
@@ -515,8 +558,8 @@ def compute_section(run: RunData) -> Section:
                              "lines", True))
         section.lines.append(fit.sentence("tokens"))
     rate = all(0 <= v <= 1 for v in r)
-    section.add(Plot("compute-curve", f"{key} against compute", "tokens generated", key, series,
-                     rate=rate))
+    section.add(Plot("compute-curve", f"{titles.describe(key)[0]} against compute ({key})",
+                     "tokens generated", titles.describe(key)[1] or key, series, rate=rate))
     return section
 
 
@@ -577,6 +620,7 @@ def build_sections(run: RunData, options: Options | None = None) -> list[Section
         games_section(run),
         transcripts_section(run),
         responses_section(run),
+        other_metrics_section(run),
         compute_section(run),
         evaluations_section(run),
     ]
