@@ -82,6 +82,8 @@ def test_game_run_has_game_tables_and_no_task_sections(tmp_path):
     assert rows[("kuhn_poker", "random", "both")][0] == "0.500 (2/4)"
     assert rows[("kuhn_poker", "random", 0)][0] == "0.500 (1/2)"
     assert {p.name for p in games.plots} >= {"games-training-rates", "games-eval-kuhn-poker-random"}
+    rates = next(p for p in games.plots if p.name == "games-training-rates")
+    assert rates.title == "Training games (all seats; 4 games per step)"
     assert "no tasks.jsonl" in sections["validity"].lines[0]
     assert all(not p.empty for s in sections.values() for p in s.plots)
 

@@ -102,7 +102,11 @@ def test_page_has_the_files_it_walks_through() -> None:
 
 def test_game_role_and_loop_by_import_path(user_folder: Path) -> None:
     run_commands(page_commands(), user_folder)
-    trained_one_step(only_run(user_folder / "my_selfplay"))
+    run = only_run(user_folder / "my_selfplay")
+    trained_one_step(run)
+    # the report the run wrote draws the loop's own metric and shows its games' transcripts
+    page = (run / "report" / "index.html").read_text()
+    assert "plot-other-drill-rates" in page and "table class='transcript'" in page
 
 
 def write_dist_info(site: Path, pyproject: Path) -> None:

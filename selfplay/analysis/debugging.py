@@ -196,7 +196,7 @@ def _outcome(episode: dict) -> str:
     info = episode.get("info") or {}
     reason = invalid_reason(episode)
     if reason:
-        return f"ended on an invalid move by the {reason}"
+        return f"ended on an invalid move ({reason})"
     if is_game(episode):
         winner = info.get("winner")
         return "draw" if winner is None else f"seat {winner} won"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -406,7 +406,12 @@ def games_section(run: RunData) -> Section:
     if game_episodes:
         per_step = games.rates_per_step(game_episodes)
         steps = list(per_step)
-        section.add(Plot("games-training-rates", "training games (all seats)", "step", "rate", [
+        counts = Counter(int(e.get("step", 0)) for e in game_episodes)
+        low, high = min(counts.values()), max(counts.values())
+        per_step_n = f"{low}" if low == high else f"{low}–{high}"
+        section.add(Plot("games-training-rates",
+                         f"Training games (all seats; {per_step_n} games per step)", "step",
+                         "share of games", [
             Series(name, steps, [per_step[s][name] for s in steps])
             for name in ("invalid", "draw", "seat0_win")], rate=True))
         section.tables.append(Table(
