@@ -266,3 +266,14 @@ def test_plugin_loop_metrics_get_plotted_with_titles_and_no_pngs(tmp_path):
     (plain / "metrics.jsonl").write_text('{"step": 0, "time": 1.0, "reward/solver": 0.5}\n')
     other = _sections(plain, embeddings=False)["other-metrics"]
     assert other.plots == [] and "every key" in other.lines[0]
+
+
+def test_games_without_an_invalid_move_say_so(tmp_path):
+    from selfplay.analysis.sections import games_section
+
+    run = RunData.open(make_game_run(tmp_path))
+    for episode in run.episodes:
+        episode["info"]["invalid_by"] = None
+    section = games_section(run)
+    assert "no training game ended on an invalid move (0 of 8)." in section.lines
+    assert not any(t.caption.startswith("how training") for t in section.tables)

@@ -421,7 +421,10 @@ def games_section(run: RunData) -> Section:
               *[debugging.count_rate(round(r[k] * r["games"]), r["games"]) for k in
                 ("win", "draw", "loss", "invalid")]] for r in games.game_rates(game_episodes)]))
         reasons = debugging.invalid_reason_table(game_episodes)
-        if reasons:
+        if not reasons:
+            section.lines.append(f"no training game ended on an invalid move "
+                                 f"(0 of {len(game_episodes)}).")
+        else:
             section.tables.append(Table(
                 "how training games ended, per step (games; the last column: share of all games)",
                 *reasons))
