@@ -311,20 +311,20 @@ class HFEngine:
     def _decode_batch(self, rows: list[_Row]) -> None:
         names = [row.adapter for row in rows]
         routed = self._route_rows(names)
+        routing = self._routing(names, routed)
         self.stats["prompt_tokens"] += sum(len(row.prompt_ids) for row in rows)
         started = time.perf_counter()
-        prefill = self._prefill(rows, routed)
+        prefill = self._prefill(rows, routed, routing)
         decoding = time.perf_counter()
-        self._decode(rows, prefill, self._routing(names, routed))
+        self._decode(rows, prefill, routing)
         self.stats["prefill_seconds"] += decoding - started
         self.stats["decode_seconds"] += time.perf_counter() - decoding
 
-    def _prefill(self, rows: list[_Row], routed: bool) -> _Prefill:
+    def _prefill(self, rows: list[_Row], routed: bool, routing: dict) -> _Prefill:
         """Run the prompts through the model; with a prefix store, each group of rows sharing a
         prefix gets its keys/values computed once (or found stored) and prefills its suffixes."""
         prompts = [row.prompt_ids for row in rows]
         decode_tokens = max(row.max_new_tokens for row in rows)
-        routing = self._routing([row.adapter for row in rows], routed)
         if self.prefix_store is None:
             return self._forward_new([None] * len(rows), prompts, decode_tokens, routing)
         groups = group_by_prefix([row.adapter for row in rows], prompts, MIN_SHARED_PREFIX)
