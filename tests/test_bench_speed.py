@@ -12,8 +12,9 @@ from selfplay.bench.engine import linear_flops_per_token, phase_flops
 from selfplay.bench.step import run_prefix_mode
 from selfplay.cli.main import main
 from selfplay.config import ExperimentConfig
+from selfplay.core.machine import available_cores
 from selfplay.engines.models import load_causal_lm
-from selfplay.running.threads import apply_thread_policy, available_cores
+from selfplay.running.threads import apply_thread_policy
 
 
 def test_an_unknown_bench_is_one_line_and_exit_2(capsys):

@@ -20,7 +20,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from selfplay.running.threads import available_cores
+from selfplay.core.machine import available_cores
 
 WORKLOAD = """
 import json, sys, time, torch

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 from ray.exceptions import RayActorError
 
 from selfplay.core.errors import UserError
+from selfplay.core.machine import available_cores
 from selfplay.engines.base import read_weights_file
 from selfplay.engines.models import load_tokenizer
 from selfplay.types import Completion, Request
@@ -175,7 +175,7 @@ class RayEnginePool:
             raise ValueError("a RayEnginePool needs at least one replica")
         # A local cluster gets at least the CPUs the replicas ask for (logical CPUs: Ray only
         # counts them), so the pool never waits for resources that cannot come.
-        local_cpus = max(len(os.sched_getaffinity(0)), math.ceil(replicas * num_cpus))
+        local_cpus = max(available_cores(), math.ceil(replicas * num_cpus))
         connect(address, num_cpus=local_cpus)
         self.model_path = Path(model_path)
         self.backend = backend
@@ -412,7 +412,7 @@ def build_ray_engine(
     num_cpus = num_cpus or getattr(cluster, "num_cpus_per_replica", None) or 1.0
     if num_gpus is None:
         num_gpus = getattr(cluster, "num_gpus_per_replica", None)
-    local_cpus = max(len(os.sched_getaffinity(0)), math.ceil(replicas * num_cpus))
+    local_cpus = max(available_cores(), math.ceil(replicas * num_cpus))
     connect(cluster.address, num_cpus=local_cpus)
     gpus = ray.cluster_resources().get("GPU", 0)
     if num_gpus is None:

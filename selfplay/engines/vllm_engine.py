@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from selfplay.core.machine import available_cores
 from selfplay.engines.base import BASE_ADAPTER, encode_request, read_weights_file
 from selfplay.types import Completion, Request
 
@@ -263,7 +264,7 @@ def _set_cpu_threads(threads: int | None) -> None:
     """
     if threads is None and "OMP_NUM_THREADS" in os.environ:
         return
-    torch.set_num_threads(threads or max(1, len(os.sched_getaffinity(0)) - 1))
+    torch.set_num_threads(threads or max(1, available_cores() - 1))
 
 
 def _fast_tmp() -> str | None:

@@ -30,11 +30,11 @@ then KV cache); with ``engine.sleep`` it gives that back while the learner steps
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from selfplay.config import ExperimentConfig
 from selfplay.core.errors import UserError
+from selfplay.core.machine import available_cores
 from selfplay.training.make import learner_dtype
 
 GIB = 2**30
@@ -175,7 +175,7 @@ def _devices(gpus: int | None, gpu_memory_gib: float | None) -> tuple[bool, int,
                                                   else float(props.total_memory))
     import psutil
 
-    return False, len(os.sched_getaffinity(0)), float(psutil.virtual_memory().total)
+    return False, available_cores(), float(psutil.virtual_memory().total)
 
 
 def _learner(config: ExperimentConfig, shape: Shape, gpu: bool, prompt: int) -> dict[str, float]:
@@ -282,7 +282,7 @@ def check(config: ExperimentConfig) -> None:
     if not gpus and config.sync.transport == "nccl":
         raise UserError("sync.transport: nccl broadcasts between GPUs and this machine has "
                         "none; use auto, inprocess, object_store or filesystem")
-    devices = gpus or len(os.sched_getaffinity(0))
+    devices = gpus or available_cores()
     if ranks > devices:
         kind = f"{gpus} GPUs" if gpus else f"{devices} CPU cores and no GPU"
         raise UserError(f"train.parallel.ranks: {ranks} learner ranks, but this machine has "

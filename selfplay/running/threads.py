@@ -23,12 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-
-def available_cores() -> int:
-    """Cores this process may run on (affinity, e.g. ``taskset`` or a container's cpuset)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+from selfplay.core.machine import available_cores
 
 
 def apply_thread_policy(config) -> dict[str, int | str]:
