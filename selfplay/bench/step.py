@@ -22,6 +22,7 @@ computed. Goal: SPIRAL's rollout ≥ 1.5× faster with reuse.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import statistics
 import tempfile
@@ -57,14 +58,22 @@ def _overrides(experiment: str, steps: int, mode: str, staleness: int, extra: li
     ]
 
 
-def run_mode(experiment: str, steps: int, mode: str, staleness: int, extra: list[str]) -> dict:
+def step_rows(config, prepare: Callable | None = None) -> list[dict]:
+    """Run ``config`` in a temporary folder and return its steps' metric rows (not the final
+    one). ``prepare(world)``, if given, may wrap the run's objects and returns a context manager
+    the run goes inside."""
     from selfplay.running.runner import build, new_run_dir, run
 
-    config = load_experiment(experiment, _overrides(experiment, steps, mode, staleness, extra))
     with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:
         config.run_dir = tmp
         world = build(config, new_run_dir(config), resume=False)
-        rows = [r for r in run(world, 0) if not r.get("final")][1:]  # step 0: warm-up
+        with prepare(world) if prepare else contextlib.nullcontext():
+            return [r for r in run(world, 0) if not r.get("final")]
+
+
+def run_mode(experiment: str, steps: int, mode: str, staleness: int, extra: list[str]) -> dict:
+    config = load_experiment(experiment, _overrides(experiment, steps, mode, staleness, extra))
+    rows = step_rows(config)[1:]  # step 0: warm-up
     return {
         "mode": mode,
         "step_s": statistics.mean(r["time/step_seconds"] for r in rows),
@@ -235,8 +244,6 @@ def _tool_calls_timed(clock: StepClock):
 
 
 def run_prefix_mode(experiment: str, steps: int, reuse: bool, extra: list[str]) -> dict:
-    from selfplay.running.runner import build, new_run_dir, run
-
     overrides = [
         f"train.steps={steps}",
         f"checkpoint.every={steps}",
@@ -248,14 +255,15 @@ def run_prefix_mode(experiment: str, steps: int, reuse: bool, extra: list[str]) 
     config = load_experiment(experiment, overrides)
     if config.engine.backend != "hf":
         raise UserError(f"bench step --compare prefix times the hf engine; {experiment} uses vllm")
-    with tempfile.TemporaryDirectory(prefix="bench-step-") as tmp:
-        config.run_dir = tmp
-        world = build(config, new_run_dir(config), resume=False)
-        clock = StepClock(world.engine)
-        _instrument(world, clock)
-        with _tool_calls_timed(clock):
-            rows = [r for r in run(world, 0) if not r.get("final")]
-    return _prefix_figures(reuse, rows, clock)
+    clocks: list[StepClock] = []
+
+    def prepare(world):
+        clocks.append(StepClock(world.engine))
+        _instrument(world, clocks[0])
+        return _tool_calls_timed(clocks[0])
+
+    rows = step_rows(config, prepare)
+    return _prefix_figures(reuse, rows, clocks[0])
 
 
 def _prefix_figures(reuse: bool, rows: list[dict], clock: StepClock) -> dict:
