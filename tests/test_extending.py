@@ -83,7 +83,20 @@ def trained_one_step(run_dir: Path) -> dict:
     assert len(episodes) == 2  # settings.games_per_step
     first = json.loads(episodes[0])
     assert first["env"] == "my_games.nim:Nim" or first["env"] == "nim"
+    assert_prefilled(first["turns"][0]["prompt_ids"])
     return step[0]
+
+
+def assert_prefilled(prompt_ids: list[int]) -> None:
+    """The page's prompt starts the reply (`prefill:`): the model was given it after the chat
+    template's generation prompt, so the prompt's tokens end with it."""
+    from selfplay.engines.models import tokenizer_for
+
+    prompt = page_files()["my_selfplay/my_prompts/nim_player.yaml"]
+    (prefill,) = re.findall(r"^prefill: '(.*?)'", prompt, re.M)
+    assert prefill.strip()
+    tokenizer = tokenizer_for("tiny-random")
+    assert tokenizer.decode(prompt_ids).endswith(prefill)
 
 
 def test_page_has_the_files_it_walks_through() -> None:

@@ -20,7 +20,7 @@ import yaml
 from selfplay import cli
 from selfplay.running import inputs
 from tests.processes import ENV, metric_rows, selfplay
-from tests.test_extending import page_files
+from tests.test_extending import assert_prefilled, page_files
 
 USER_MODULES = ("my_games", "nim_rules")
 
@@ -88,6 +88,9 @@ def test_a_moved_run_resumes_evaluates_crossplays_analyses_and_exports_elsewhere
     path = experiment(plugin_folder)
     assert cli.main(["run", str(path), f"run_dir={root / 'runs'}"]) == 0
     (made,) = run_folders(root / "runs")
+    # SPIRAL sends the page prompt's `prefill:` too (a documented prompt feature, every loop)
+    game = json.loads((made / "episodes" / "step-000000.jsonl").read_text().splitlines()[0])
+    assert_prefilled(game["turns"][0]["prompt_ids"])
 
     saved = yaml.safe_load((made / "config.yaml").read_text())
     assert saved["roles"]["player"]["prompt"] == "inputs/prompts/p.yaml"
