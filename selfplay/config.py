@@ -13,6 +13,7 @@ Every error a user can make (unknown key, wrong type, missing file, malformed YA
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -348,6 +349,21 @@ def one_line(exc: ValidationError, source: str, prefix: str = "") -> str:
     return f"{source}: {where}{error['msg']}{got_text}{more}"
 
 
+def refuse_unknown_sections(data: dict, source: str, section_of: SectionOf) -> None:
+    """One line for a top-level key that is neither a shared section nor the loop's own, with
+    the nearest known name (``trian`` -> ``train``)."""
+    known = set(ExperimentConfig.model_fields)
+    try:
+        loop_key = section_of(str(data.get("loop", "")))[0]
+    except Exception:  # an unknown loop: its own one-line error says so
+        return
+    known |= {loop_key} if loop_key else set()
+    for unknown in sorted(set(data) - known):
+        near = difflib.get_close_matches(unknown, sorted(known), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise UserError(f"{source}: unknown key {unknown!r}{hint}")
+
+
 def parse(data: dict, source: str, section_of: SectionOf) -> ExperimentConfig:
     """The shared sections validated here, the loop's own section by the model ``section_of``
     names for the config's loop; any other key is an error. Use ``selfplay.loops.validate``,
@@ -355,6 +371,8 @@ def parse(data: dict, source: str, section_of: SectionOf) -> ExperimentConfig:
     try:
         config = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
+        # a misspelt section ("trian:") is the cause of the missing key it leaves behind
+        refuse_unknown_sections(data, source, section_of)
         raise UserError(one_line(exc, source)) from exc
     key, model = section_of(config.loop)
     extra = config.__pydantic_extra__ if config.__pydantic_extra__ is not None else {}

@@ -5,11 +5,14 @@ import json
 import torch
 
 from selfplay.loops import validate
+from selfplay.loops.rlvr import RlvrLoop
 from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
 
 
-def test_own_adapters_per_role_and_run_outputs(tmp_path, tiny_model_path):
+def test_own_adapters_per_role_and_run_outputs(tmp_path, tiny_model_path, monkeypatch):
+    # a second role the loop declares but never asks: its adapter must stay apart and untrained
+    monkeypatch.setitem(RlvrLoop.prompt_fields, "critic", ("question",))
     data = tiny_config(tmp_path, train={"steps": 2, "lr": 5e-2})
     data["roles"] = {
         "solver": {"prompt": "solver_terse", "adapter": "own"},

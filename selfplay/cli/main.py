@@ -313,8 +313,16 @@ def _bench_target(args) -> tuple[str, list[str]]:
     return args.experiment, words
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors in one line, like every other bad input (its default prints the whole
+    usage first); ``--help`` still shows the usage. Sub-commands use the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="selfplay", description=__doc__.splitlines()[0])
+    top = OneLineParser(prog="selfplay", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a named experiment (or a YAML path)")

@@ -79,4 +79,6 @@ def load_experiment(name_or_path: str, overrides: list[str] | None = None) -> Ex
 
 
 def make_loop(config: ExperimentConfig) -> Loop:
-    return loop_class(config.loop)(config)
+    loop = loop_class(config.loop)(config)  # a missing role: its own one line, from here
+    loop.check_roles_are_played()
+    return loop

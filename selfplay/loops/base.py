@@ -75,6 +75,17 @@ class Loop:
         self.check_prompt_fields()
         self.baseline = RAEBaseline(config.advantage.rae_alpha, config.advantage.rae_order)
 
+    def check_roles_are_played(self) -> None:
+        """Refuse a role this loop never plays (a typo, or a role from another loop's
+        experiment): it would be configured, given an adapter, and silently never used."""
+        played = set(self.prompt_fields)
+        unplayed = sorted(set(self.config.roles) - played) if played else []
+        if unplayed:
+            raise UserError(
+                f"roles.{unplayed[0]}: the {self.name} loop has no `{unplayed[0]}` role "
+                f"(its roles: {', '.join(sorted(played))})"
+            )
+
     def check_prompt_fields(self) -> None:
         """Refuse, in one line, a role prompt that reads a field this loop never fills."""
         for role, filled in self.prompt_fields.items():
