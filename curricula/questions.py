@@ -61,6 +61,11 @@ _NOT_SELF_CONTAINED = re.compile(
     r"|\bthe\s+(?:passage|excerpt|author)\b",
     re.IGNORECASE,
 )
+# "Is the following sentence a fact?": it points at something that is not there (nothing but a
+# few words follows "the following" before the question ends: no colon, no quote, no options)
+_POINTS_AT_NOTHING = re.compile(
+    r"\b(?:the|these)\s+following(?:\s+[A-Za-z]+){0,5}\s*\?\s*$", re.IGNORECASE
+)
 # a JSON string value, closed by the quote that is followed by `,"`, `}` or the end of the line
 # (a trailing comma allowed), so unescaped quotes inside a value, which small models write, do not
 # cut it short
@@ -170,7 +175,7 @@ def gives_answer_away(task: GeneratedTask) -> bool:
 
 
 def is_self_contained(text: str) -> bool:
-    return _NOT_SELF_CONTAINED.search(text) is None
+    return _NOT_SELF_CONTAINED.search(text) is None and _POINTS_AT_NOTHING.search(text) is None
 
 
 def parse_challenger(

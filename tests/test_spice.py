@@ -295,11 +295,31 @@ def test_parse_multiple_choice_bad_json_and_lines():
             '{"question": "What keyword is described in the document above?", "answer": "pass"}',
             "not self-contained",
         ),
+        # what the ungrounded challenger collapsed to on this CPU (docs/results.md): a question
+        # about "the following" something that never follows, answered "True" every time
+        (
+            '{"question": "Is the following sentence a fact?", "answer": "True"}',
+            "not self-contained",
+        ),
+        (
+            '{"question": "Is the following a valid mathematical expression?", "answer": "1"}',
+            "not self-contained",
+        ),
     ],
 )
 def test_parse_rejects(reply, reason):
     task, why = parse_challenger(reply)
     assert task is None and why == reason
+
+
+def test_the_following_with_what_follows_is_self_contained():
+    stated = '{"question": "Is the following statement true: 2 + 2 = 4?", "answer": "True"}'
+    code = '{"question": "What does the following code print: print(1 + 1)?", "answer": "2"}'
+    for reply in (stated, code):
+        task, why = parse_challenger(reply)
+        assert task is not None, why
+    options = MC_JSON.replace("Which keyword", "Which of the following")
+    assert parse_challenger(options)[0] is not None  # the options follow
 
 
 def test_parse_free_form_types_and_allowed_formats():
