@@ -127,3 +127,51 @@ class Browser:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# What each chart of an analysis page put on its canvas (uPlot draws on a <canvas>, not in the
+# DOM): per figure of figures-data, the legend rows, and per series the pixels of its colour
+# (lines and markers: opaque; bands: the colour at the band's 0.18 alpha); heatmaps: the
+# painted cells' pixels. A series that a later one covers exactly (same mode and y) is left out,
+# its pixels hidden under the later one's; so is a band another series has too (their pixels
+# blend).
+CHART_PIXELS = r"""(() => {
+  const figures = JSON.parse(document.getElementById('figures-data').textContent);
+  const hex = c => [1, 3, 5].map(i => parseInt(c.slice(i, i + 2), 16));
+  const out = {};
+  for (const [id, f] of Object.entries(figures)) {
+    const div = document.getElementById(id);
+    const canvas = div.querySelector('.uplot canvas');
+    if (!canvas) { out[id] = null; continue; }
+    const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+    const count = (test) => {
+      let n = 0;
+      for (let i = 0; i < data.length; i += 4) if (test(data[i], data[i + 1], data[i + 2],
+                                                        data[i + 3])) n++;
+      return n;
+    };
+    const near = (rgb, tol, a0, a1) => count((r, g, b, a) => a >= a0 && a <= a1 &&
+      Math.abs(r - rgb[0]) + Math.abs(g - rgb[1]) + Math.abs(b - rgb[2]) <= tol);
+    const chart = {kind: f.kind, legend: div.querySelectorAll('.u-legend .u-series').length};
+    if (f.kind === 'heatmap') {
+      chart.cells = count((r, g, b, a) => a === 255 && Math.max(r, g, b) - Math.min(r, g, b) > 30);
+    } else {
+      const key = s => s.mode + JSON.stringify(s.y);
+      chart.series = {};
+      chart.bands = {};
+      f.series.forEach((s, i) => {
+        if (!f.series.slice(i + 1).some(t => key(t) === key(s)))
+          chart.series[s.label] = near(hex(s.color), 60, 200, 255);
+        const band = t => JSON.stringify([t.low, t.high]);
+        if (s.low && !f.series.some(t => t !== s && t.low && band(t) === band(s)))
+          chart.bands[s.label] = near(hex(s.color), 15, 30, 60);  // alpha 46: rgb rounds
+      });
+    }
+    out[id] = chart;
+  }
+  return out;
+})()"""
+
+
+def chart_pixels(browser: Browser) -> dict:
+    return browser.evaluate(CHART_PIXELS)

@@ -101,7 +101,8 @@ def test_half_written_run_reports_what_is_there(tmp_path):
     text = page.read_text()
     assert "did not finish" in text and "unreadable line" in text
     assert len(_figures(page)) >= 10
-    assert all(fig["data"] for fig in _figures(page).values())
+    assert all(fig["series"] if fig["kind"] == "xy" else fig["z"]
+               for fig in _figures(page).values())
 
 
 def test_comparison_page_overlays_runs(tmp_path):
@@ -110,8 +111,9 @@ def test_comparison_page_overlays_runs(tmp_path):
     pages = analyze([a, b], out=tmp_path / "cmp", embeddings=False, pngs=False)
     figures = _figures(pages[-1])
     reward = figures["plot-compare-reward-executor"]
-    assert [t["name"] for t in reward["data"]] == ["agent0-test", "agent0-test"]
-    assert [len(t["x"]) for t in reward["data"]] == [4, 3]
+    assert [s["label"] for s in reward["series"]] == ["agent0-test", "agent0-test"]
+    assert reward["x"] == [0, 1, 2, 3]  # one x for both runs: the shorter has no step 3
+    assert [sum(y is not None for y in s["y"]) for s in reward["series"]] == [4, 3]
     assert "train.steps" in pages[-1].read_text()  # the config difference is listed
 
 
@@ -147,23 +149,88 @@ def test_plots_rates_get_a_fixed_axis_and_empty_series_are_dropped(tmp_path):
 
     rate = Plot("r", "t", "step", "share", [Series("a", [0, 1], [0.2, None]),
                                             Series("b", [0, 1], [None, None])], rate=True)
-    figure = rate.plotly_figure()
-    assert figure["layout"]["yaxis"]["range"] == [-0.02, 1.02]
-    assert [t["name"] for t in figure["data"]] == ["a"] and figure["data"][0]["x"] == [0]
-    assert "range" not in Plot("c", "t", "step", "tokens", [Series("n", [0], [7])]
-                               ).plotly_figure()["layout"]["yaxis"]
+    figure = rate.chart()
+    assert figure["rate"] and figure["integerX"]
+    assert [s["label"] for s in figure["series"]] == ["a"] and figure["x"] == [0]
+    assert not Plot("c", "t", "step", "tokens", [Series("n", [0], [7])]).chart()["rate"]
     assert Plot("e", "t", "step", "y", [Series("a", [0], [None])]).empty
     assert rate.save_png(tmp_path).stat().st_size > 1000
     assert is_rate("rollout/accuracy", [0.1, 0.9]) and is_rate("eval/x/random/loss", [0.5])
     assert not is_rate("train/loss", [0.1]) and not is_rate("game/invalid_rate", [1.5])
 
 
-def test_a_two_step_game_page_is_small_and_loads_plotly_once(tmp_path):
-    [page] = analyze([make_game_run(tmp_path)], embeddings=False, pngs=False)
+def test_charts_share_one_x_per_plot(tmp_path):
+    """uPlot draws every series of a chart on one x array: series are aligned to it (None where
+    one has no value), bars and text x are categories (x = index, xLabels = ticks), a band
+    follows its series, heatmaps keep their labels."""
+    from selfplay.analysis.plots import Plot, Series
+
+    lines = Plot("l", "t", "step", "y", [
+        Series("a", [0, 2, 4], [1.0, 2.0, 3.0]),
+        Series("b", [1, 2], [5, float("nan")], "markers", dash=True),
+        Series("c", [3, 3], [7, 8]),  # two values at one x: two rows, neither lost
+    ]).chart()
+    assert lines["kind"] == "xy" and "xLabels" not in lines
+    assert lines["x"] == [0, 1, 2, 3, 3, 4]
+    assert [s["y"] for s in lines["series"]] == [[1.0, None, 2.0, None, None, 3.0],
+                                                 [None, 5, None, None, None, None],
+                                                 [None, None, None, 7, 8, None]]
+    assert [(s["mode"], s.get("dash", False)) for s in lines["series"]] == [
+        ("lines+markers", False), ("markers", True), ("lines+markers", False)]
+    assert len({s["color"] for s in lines["series"]}) == 3
+    bars = Plot("b", "t", "iteration", "share", [Series("x", [2, 1], [0.5, 0.25], "bar"),
+                                                 Series("y", [2], [0.75], "bar")]).chart()
+    assert bars["x"] == [0, 1] and bars["xLabels"] == ["1", "2"]
+    assert [s["y"] for s in bars["series"]] == [[0.25, 0.5], [None, 0.75]]
+    named = Plot("n", "t", "arm", "y", [Series("v", ["lr=2", "lr=1"], [1, 2])]).chart()
+    assert named["x"] == [0, 1] and named["xLabels"] == ["lr=2", "lr=1"]  # order kept
+    band = Plot("s", "t", "step", "y", [Series("m", [0, 1, 2], [0.1, 0.2, 0.3],
+                                               band=([0.0, None, 0.2], [0.2, None, 0.4]))]
+                ).chart()["series"][0]
+    assert band["low"] == [0.0, None, 0.2] and band["high"] == [0.2, None, 0.4]
+    heat = Plot("h", "t", "step", "bin", heatmap=([0, 1], ["lo", "hi"], [[1, None], [2, 3]]),
+                zlabel="count").chart()
+    assert heat == {"title": "t", "xlabel": "step", "ylabel": "bin", "rate": False,
+                    "kind": "heatmap", "xLabels": ["0", "1"], "yLabels": ["lo", "hi"],
+                    "zlabel": "count", "z": [[1, None], [2, 3]]}
+
+
+def test_a_two_step_report_is_under_a_megabyte_and_loads_uplot_once(tmp_path):
+    """The whole report folder of a 2-step run (page, PNGs, uPlot) is under 1 MB; the page
+    loads uPlot from one file beside it, which carries uPlot's MIT licence; a plotly.min.js
+    an earlier version left there (4.8 MB) is removed."""
+    run = make_game_run(tmp_path)
+    (run / "report").mkdir()
+    (run / "report" / "plotly.min.js").write_text("stale")
+    [page] = analyze([run], embeddings=False)
+    folder = page.parent
+    total = sum(f.stat().st_size for f in folder.iterdir())
+    assert total < 1_000_000, total
+    assert len(list(folder.glob("*.png"))) >= 5
     text = page.read_text()
-    assert len(text.encode()) < 1_000_000
-    assert text.count("<script src='plotly.min.js'></script>") == 1
-    assert (page.parent / "plotly.min.js").stat().st_size > 1_000_000
+    assert text.count("<script src='uPlot.iife.min.js'></script>") == 1
+    assert "plotly" not in text.lower() and not (folder / "plotly.min.js").exists()
+    script = (folder / "uPlot.iife.min.js").read_text()
+    assert "Copyright (c) 2022 Leon Sorokin" in script and "var uPlot=" in script
+    assert 40_000 < len(script) < 100_000
+    assert ".u-legend" in text  # uPlot's CSS is inlined
+
+
+def test_the_vendored_charts_are_package_data():
+    """A non-editable install ships uPlot: every file of selfplay/analysis/vendor matches a
+    package-data pattern of pyproject.toml."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["selfplay"]
+    files = sorted((root / "selfplay" / "analysis" / "vendor").iterdir())
+    assert {f.name for f in files} >= {"uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE"}
+    for f in files:
+        name = f.relative_to(root / "selfplay").as_posix()
+        assert any(fnmatch.fnmatch(name, p) for p in patterns), name
 
 
 def test_game_transcripts_invalid_reasons_and_truncation(tmp_path):

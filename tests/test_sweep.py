@@ -97,12 +97,14 @@ def test_sweep_page_finds_the_planted_difference(tmp_path):
     text = page.read_text()
     assert "Student-t" in text and "bootstrap" in text
     figures = json.loads(text.split("id='figures-data'>")[1].split("</script>")[0])
-    curve = figures["plot-sweep-reward-solver"]["data"]
-    bands = [t for t in curve if t.get("fill") == "toself"]
-    lines = [t for t in curve if t.get("fill") != "toself"]
-    assert len(bands) == 3 and len(lines) == 3
-    assert lines[0]["y"] == pytest.approx([0.1, 0.2, 0.2833333], abs=1e-6)  # means per step
-    assert bands[0]["line"]["color"] == lines[0]["line"]["color"]
+    curve = figures["plot-sweep-reward-solver"]
+    assert curve["x"] == [0, 1, 2] and len(curve["series"]) == 3
+    first = curve["series"][0]
+    assert first["y"] == pytest.approx([0.1, 0.2, 0.2833333], abs=1e-6)  # means per step
+    # each arm's band (its 95% interval per step) around its mean, in the arm's colour
+    assert all(lo < y < hi for lo, y, hi in zip(first["low"], first["y"], first["high"],
+                                                strict=True))
+    assert len({s["color"] for s in curve["series"]}) == 3
 
 
 def test_unfinished_runs_are_left_out_of_the_final_table(tmp_path):
@@ -129,7 +131,7 @@ def test_a_single_arm_sweep_has_means_and_no_differences(tmp_path):
 def test_a_sweep_page_opens_in_chromium_without_errors(tmp_path):
     if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
         pytest.skip("chromium is not installed (make setup installs it with apt-get)")
-    from tests.browser import Browser
+    from tests.browser import Browser, chart_pixels
 
     page = write_sweep_page(SweepData.open(make_sweep(tmp_path / "sweep", PLANTED)))
     with Browser() as browser:
@@ -139,11 +141,14 @@ def test_a_sweep_page_opens_in_chromium_without_errors(tmp_path):
         )
         assert expected >= 2
         assert browser.wait_for("document.body.dataset.plotsRendered") == str(expected)
-        drawn = browser.evaluate(
-            "Array.from(document.querySelectorAll('div[id^=plot-]')).filter(d => "
-            "d.querySelector('.main-svg') && d.querySelector('.scatterlayer .trace')).length"
-        )
-        assert drawn == expected
+        # every arm's line and every band not identical to another arm's is on the canvas
+        # (train.lr=3 repeats train.lr=1, so their bands blend: the lr=2 band is checked)
+        charts = chart_pixels(browser)
+        assert len(charts) == expected
+        for name, chart in charts.items():
+            assert chart is not None and chart["legend"] == 1 + 3, name  # x + three arms
+            assert chart["series"] and all(n > 5 for n in chart["series"].values()), (name, chart)
+            assert chart["bands"] and all(n > 20 for n in chart["bands"].values()), (name, chart)
         assert (
             browser.wait_for(
                 "Array.from(document.images).every(i => i.complete) && document.images.length"

@@ -2,6 +2,6 @@
 
 ``rundata`` reads whatever a run folder holds (a killed run included); ``sections`` turns it
 into titled figures and tables with the metric functions of ``curricula.analysis``; ``plots``
-draws each figure twice (a PNG for papers, an interactive plotly chart for the page); ``page``
+draws each figure twice (a PNG for papers, an interactive uPlot chart for the page); ``page``
 writes the self-contained HTML page. See docs/analysis.md.
 """

@@ -1,9 +1,10 @@
 """Self-contained HTML pages: one per run and one per comparison of runs.
 
-Every page loads plotly.js once from ``plotly.min.js`` beside it (written with the page: no CDN,
-it works offline and from a file, and the page itself stays small: plotly.js alone is 4.8 MB),
-carries its figures as JSON, and has the run's config at the top and a searchable, sortable
-table of the generated tasks. Each figure is also saved as a PNG next to the page (for papers).
+Every page draws its figures with uPlot (``vendor/``, MIT, 51 kB), loaded once from
+``uPlot.iife.min.js`` beside it (written with the page: no CDN, it works offline and from a
+file), carries its figures as JSON (``Plot.chart``), and has the run's config at the top and a
+searchable, sortable table of the generated tasks. Each figure is also saved as a PNG next to
+the page (for papers).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1em
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-top:.6em}
 .note{color:#444;margin:.3em 0}.problem{color:#a40}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
-.plot{border:1px solid #eee;border-radius:4px;padding:4px}.plot a{font-size:.8em}
+.plot{border:1px solid #eee;border-radius:4px;padding:4px;min-width:0;overflow:hidden}
+.plot a{font-size:.8em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top}th{background:#f4f4f4}
 #tasks th{cursor:pointer;user-select:none}#tasks td.q{max-width:520px;white-space:pre-wrap}
@@ -50,6 +52,12 @@ pre.turn{white-space:pre-wrap;max-height:240px;margin:.2em 0}td.bad{color:#a40;f
 table.transcript{width:100%}table.transcript td:nth-child(2){width:65%}
 details.episode{margin:.5em 0}details.episode>summary{cursor:pointer}
 .gallery img{max-width:48%;margin:2px;border:1px solid #eee}
+.u-title{font-size:13px;font-weight:600;text-align:left;padding-left:4px}
+.u-legend{font-size:11px}.u-legend .u-series>*{padding:1px 3px}.u-inline tr{margin-right:8px}
+.hm-info{font-size:11px;min-height:1.4em;color:#333}
+.cbar{display:flex;align-items:center;gap:6px;font-size:11px;color:#333}
+.cbar i{display:inline-block;width:160px;height:10px;border:1px solid #ccc}
+.chart-missing{color:#a40;padding:1em 0}
 """
 
 HERE = Path(__file__).parent
@@ -60,23 +68,32 @@ def _asset(name: str) -> str:
     return (HERE / name).read_text()
 
 
-PLOTLY_FILE = "plotly.min.js"
+VENDOR = HERE / "vendor"
+SCRIPT_FILE = "uPlot.iife.min.js"  # written beside every page, loaded once by it
+STALE_FILES = ("plotly.min.js",)  # what an earlier version wrote beside the page (4.8 MB)
 
 
 @lru_cache(maxsize=1)
-def plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
+def chart_js() -> str:
+    """uPlot's code with its MIT licence on top (the licence travels with the copy)."""
+    licence = (VENDOR / "uPlot.LICENSE").read_text().strip().replace("*/", "* /")
+    return f"/*! uPlot (npm uplot 1.6.32)\n{licence}\n*/\n" + (VENDOR / SCRIPT_FILE).read_text()
 
-    return get_plotlyjs()
+
+@lru_cache(maxsize=1)
+def chart_css() -> str:
+    return (VENDOR / "uPlot.min.css").read_text()
 
 
 def write_page(out: Path, text: str) -> Path:
-    """``out/index.html`` and, once per folder, the plotly.js it loads (``plotly.min.js``)."""
+    """``out/index.html`` and, once per folder, the uPlot script it loads."""
     out.mkdir(parents=True, exist_ok=True)
-    script = out / PLOTLY_FILE
-    code = plotly_js()
-    if not script.exists() or script.stat().st_size != len(code.encode()):
+    script = out / SCRIPT_FILE
+    code = chart_js()
+    if not script.exists() or script.read_text() != code:
         script.write_text(code)
+    for stale in STALE_FILES:
+        (out / stale).unlink(missing_ok=True)
     (out / "index.html").write_text(text)
     return out / "index.html"
 
@@ -110,7 +127,7 @@ def _section_html(section: Section, figures: dict) -> str:
     if section.plots:
         parts.append("<div class='grid'>")
         for plot in section.plots:
-            figures[f"plot-{plot.name}"] = plot.plotly_figure()
+            figures[f"plot-{plot.name}"] = plot.chart()
             link = f"<a href='{plot.name}.png'>PNG</a>" if plot.png else ""
             parts.append(f"<div class='plot'><div id='plot-{plot.name}'></div>{link}</div>")
         parts.append("</div>")
@@ -143,8 +160,8 @@ def page_html(
     gallery = "".join(f"<img src='{p}' alt='{p}' loading='eager'>" for p in pngs)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{CSS}</style>"
-        f"<script src='{PLOTLY_FILE}'></script></head><body>"
+        f"<title>{html.escape(title)}</title><style>{chart_css()}{CSS}</style>"
+        f"<script src='{SCRIPT_FILE}'></script></head><body>"
         f"<h1>{html.escape(title)}</h1>{header}<nav>{nav}</nav>"
         + "\n".join(body_sections)
         + task_html

@@ -1,4 +1,5 @@
-"""One figure, drawn twice: a PNG (matplotlib, for papers) and a plotly chart for the page.
+"""One figure, drawn twice: a PNG (matplotlib, for papers) and an interactive chart for the page
+(``Plot.chart``: the data plots.js draws with uPlot).
 
 A ``Plot`` holds one quantity (or several of the same unit): rates get a fixed 0–1 axis,
 counts and lengths their own. A plot with no data point is never drawn: ``Plot.empty`` lets a
@@ -7,7 +8,7 @@ section skip it with a note instead.
 
 from __future__ import annotations
 
-import json
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ class Series:
     label: str
     x: list
     y: list
-    mode: str = "lines+markers"  # plotly mode; "markers" for scatter, "bar" for bars
+    mode: str = "lines+markers"  # or "lines", "markers" (scatter), "bar" (bars)
     dash: bool = False
     band: tuple[list, list] | None = None  # (low, high) per x: a shaded interval around y
 
@@ -43,70 +44,62 @@ class Plot:
             return not self.heatmap[2] or not any(len(row) for row in self.heatmap[2])
         return not any(_finite_points(s) for s in self.series)
 
-    # ---------------------------------------------------------------- plotly
-    def plotly_figure(self) -> dict:
-        layout = {
-            "title": {"text": self.title, "font": {"size": 13}, "x": 0.01, "xanchor": "left"},
-            "xaxis": {"title": {"text": self.xlabel}},
-            "yaxis": {"title": {"text": self.ylabel}},
-            "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
-            "height": 340,
-            "legend": {"font": {"size": 10}},
-        }
-        if self.rate:
-            layout["yaxis"]["range"] = [-0.02, 1.02]
-        if self.log_x:
-            layout["xaxis"]["type"] = "log"
-        elif self._integer_x():
-            layout["xaxis"]["dtick"] = 1  # steps and iterations: no 0.5 ticks
+    # ---------------------------------------------------------------- the page (uPlot)
+    def chart(self) -> dict:
+        """The figure as plots.js draws it with uPlot: one shared x array per chart, every
+        series aligned to it (null where a series has no value; plots.js joins a line across
+        them). Bars and non-numeric x are categorical: x is the index, ``xLabels`` the ticks."""
+        spec = {"title": self.title, "xlabel": self.xlabel, "ylabel": self.ylabel,
+                "rate": self.rate}
         if self.heatmap is not None:
             xs, ys, z = self.heatmap
-            data = [
-                {
-                    "type": "heatmap",
-                    "x": [str(x) for x in xs],
-                    "y": [str(y) for y in ys],
-                    "z": z,
-                    "colorscale": "Viridis",
-                    **({"zmin": 0, "zmax": 1} if self.rate else {}),
-                    "colorbar": {"title": {"text": self.zlabel}},
-                    "hovertemplate": f"{self.xlabel} %{{x}}<br>{self.ylabel} %{{y}}"
-                    f"<br>{self.zlabel} %{{z}}<extra></extra>",
-                }
-            ]
-            layout["xaxis"]["type"] = "category"
-            layout["yaxis"]["type"] = "category"
-            layout["yaxis"].pop("range", None)  # a 0–1 heatmap scales its colours, not its axis
-            return {"data": data, "layout": layout}
-        data = []
-        banded = any(s.band is not None for s in self.series)
-        for index, s in enumerate(self.series):
+            return {**spec, "kind": "heatmap", "xLabels": [str(x) for x in xs],
+                    "yLabels": [str(y) for y in ys], "zlabel": self.zlabel,
+                    "z": [[_number(v) for v in row] for row in z]}
+        kept = []  # (series, its finite points, its band by x)
+        for s in self.series:
             points = _finite_points(s)
-            if not points:  # a series with no data gets no legend entry either
-                continue
-            x, y = [p[0] for p in points], [p[1] for p in points]
-            if s.mode == "bar":
-                data.append({"type": "bar", "name": s.label, "x": list(x), "y": list(y)})
-            else:
-                trace = {"type": "scatter", "mode": s.mode, "name": s.label,
-                         "x": list(x), "y": list(y)}
-                if s.dash:
-                    trace["line"] = {"dash": "dash"}
-                if banded:  # bands take the colour of their line: name every colour
-                    colour = PALETTE[index % len(PALETTE)]
-                    trace["line"] = {**trace.get("line", {}), "color": colour}
-                    trace["marker"] = {"color": colour}
-                    trace["legendgroup"] = f"series-{index}"
-                    data += _band_traces(s, colour, f"series-{index}")
-                data.append(trace)
-        return {"data": data, "layout": layout}
+            if self.log_x:  # a log axis has no place for x <= 0
+                points = [p for p in points if _numeric(p[0]) and p[0] > 0]
+            if points:  # a series with no data gets no legend entry either
+                kept.append((s, points, _band_points(s)))
+        xs = [x for _, points, _ in kept for x, _ in points]
+        categorical = any(s.mode == "bar" for s, _, _ in kept) or not all(map(_numeric, xs))
+        order = list(dict.fromkeys(xs))
+        if all(map(_numeric, order)):
+            order.sort()
+        # rows per x: as many as the series with the most points at that x (duplicates kept)
+        by_x = [(defaultdict(list), defaultdict(list)) for _ in kept]
+        for (_, points, band), (values, intervals) in zip(kept, by_x, strict=True):
+            for x, y in points:
+                values[x].append(y)
+            for x, low, high in band:
+                intervals[x].append((low, high))
+        x_out, rows = [], []
+        for position, x in enumerate(order):
+            for k in range(max(len(values.get(x, ())) for values, _ in by_x)):
+                x_out.append(position if categorical else x)
+                rows.append((x, k))
+        series = []
+        for index, ((s, _, band), (values, intervals)) in enumerate(zip(kept, by_x, strict=True)):
+            entry = {"label": s.label, "mode": s.mode, "color": PALETTE[index % len(PALETTE)],
+                     "y": [_at(values, x, k) for x, k in rows]}
+            if s.dash:
+                entry["dash"] = True
+            if band:
+                pairs = [_at(intervals, x, k) for x, k in rows]
+                entry["low"] = [p and _number(p[0]) for p in pairs]
+                entry["high"] = [p and _number(p[1]) for p in pairs]
+            series.append(entry)
+        spec |= {"kind": "xy", "x": x_out, "series": series, "logX": self.log_x,
+                 "integerX": not categorical and not self.log_x and self._integer_x()}
+        if categorical:
+            spec["xLabels"] = [str(x) for x in order]
+        return spec
 
     def _integer_x(self) -> bool:
         xs = [x for s in self.series for x, _ in _finite_points(s)]
         return bool(xs) and all(isinstance(x, int) for x in xs) and max(xs) - min(xs) <= 20
-
-    def plotly_json(self) -> str:
-        return json.dumps(self.plotly_figure(), default=_jsonable)
 
     # ---------------------------------------------------------------- matplotlib
     def save_png(self, folder: Path) -> Path:
@@ -174,7 +167,7 @@ class Plot:
         return path
 
 
-# plotly's default colour sequence: named explicitly where a band must match its line
+# one colour per series, in order (a band takes the colour of its line)
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]
 
@@ -188,18 +181,21 @@ def _band_points(series: Series) -> list[tuple]:
             if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi)]
 
 
-def _band_traces(series: Series, colour: str, group: str) -> list[dict]:
-    """The band as a closed polygon (x forward along the top, back along the bottom)."""
-    band = _band_points(series)
-    if not band:
-        return []
-    x = [p[0] for p in band]
-    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
-    return [{"type": "scatter", "mode": "lines", "name": f"{series.label} (95% interval)",
-             "x": x + x[::-1], "y": [p[2] for p in band] + [p[1] for p in band][::-1],
-             "fill": "toself", "fillcolor": f"rgba({red},{green},{blue},0.18)",
-             "line": {"width": 0, "color": colour}, "hoverinfo": "skip", "showlegend": False,
-             "legendgroup": group}]
+def _at(values: dict, x, k: int):
+    found = values.get(x, ())
+    return found[k] if k < len(found) else None
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool)
+
+
+def _number(value):
+    """A JSON number, or None for a missing or non-finite one."""
+    if value is None or (_numeric(value) and not np.isfinite(value)):
+        return None
+    return value
 
 
 def _finite_points(series: Series) -> list[tuple]:
@@ -210,10 +206,3 @@ def _finite_points(series: Series) -> list[tuple]:
         points.append((x, y))
     return points
 
-
-def _jsonable(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
