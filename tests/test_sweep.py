@@ -80,6 +80,20 @@ def _rows(table) -> list[dict]:
     return [dict(zip(table.headers, row, strict=True)) for row in table.rows]
 
 
+def test_three_small_positive_differences_are_not_called_a_difference(tmp_path):
+    """All three seeds a little better (+0.04, +0.21, +0.04): the bootstrap interval alone
+    excludes 0, the paired t-interval does not, and the page says "no"."""
+    arms = {
+        "train.lr=1": {0: [0.1, 0.3], 1: [0.1, 0.35], 2: [0.1, 0.2]},
+        "train.lr=2": {0: [0.1, 0.34], 1: [0.1, 0.56], 2: [0.1, 0.24]},
+    }
+    _, diff = final_tables(SweepData.open(make_sweep(tmp_path / "sweep", arms)))
+    row = {(r["metric"], r["arm"]): r for r in _rows(diff)}[("reward/solver", "train.lr=2")]
+    low, high = (float(x) for x in row["95% interval"].strip("[]").split(","))
+    t_low, t_high = (float(x) for x in row["paired t-interval"].strip("[]").split(","))
+    assert low > 0 and t_low < 0 < t_high and row["excludes 0"] == "no"
+
+
 def test_sweep_page_finds_the_planted_difference(tmp_path):
     sweep = SweepData.open(make_sweep(tmp_path / "sweep", PLANTED))
     per_arm, diff = final_tables(sweep)

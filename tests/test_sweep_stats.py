@@ -69,3 +69,15 @@ def test_the_bootstrap_is_seeded_and_says_when_it_cannot_answer():
     assert bootstrap_difference(a, b) == bootstrap_difference(a, b)
     single = bootstrap_difference({0: 1.0}, {0: 2.0})
     assert single.difference == 1.0 and not single.defined and not single.covers_zero
+
+
+def test_three_seeds_all_positive_are_not_called_a_difference():
+    """dapo − uniform on rlvr-curriculum-cpu (docs/results.md): held-out +1, +5, +1 items of 24
+    over 3 seeds. The percentile bootstrap of 3 paired differences cannot reach past them, so it
+    excludes 0; the paired t-interval (t with 2 degrees of freedom) covers it."""
+    uniform = {0: 8 / 24, 1: 4 / 24, 2: 9 / 24}
+    dapo = {0: 9 / 24, 1: 9 / 24, 2: 10 / 24}
+    d = bootstrap_difference(uniform, dapo)
+    assert d.paired and not d.covers_zero and d.low > 0  # the bootstrap alone would say "yes"
+    assert d.t_covers_zero and d.t_low < 0 < d.t_high
+    assert abs(d.t_high + d.t_low - 2 * d.difference) < 1e-9  # centred on the mean difference

@@ -129,13 +129,15 @@ def final_tables(sweep: SweepData) -> tuple[Table, Table | None]:
     diff_rows = []
     for key, by_arm in differences(values, sweep.arms).items():
         for arm, d in by_arm.items():
-            verdict = "–" if not d.defined else "no" if d.covers_zero else "yes"
+            excluded = not (d.covers_zero or d.t_covers_zero)
+            verdict = "–" if not d.defined else "yes" if excluded else "no"
             diff_rows.append(
                 [
                     key,
                     arm,
                     fmt(d.difference, 4),
                     _interval(d.low, d.high),
+                    _interval(d.t_low, d.t_high),
                     "paired by seed" if d.paired else "unpaired",
                     d.n_arm if d.paired else f"{d.n_reference} vs {d.n_arm}",
                     verdict,
@@ -144,7 +146,16 @@ def final_tables(sweep: SweepData) -> tuple[Table, Table | None]:
     diff = Table(
         f"difference from the first arm ({sweep.arms[0]}): arm − first arm, 95% percentile "
         f"bootstrap interval ({RESAMPLES:,} resamples of the seeds, seeded)",
-        ["metric", "arm", "difference", "95% interval", "resampling", "seeds", "excludes 0"],
+        [
+            "metric",
+            "arm",
+            "difference",
+            "95% interval",
+            "paired t-interval",
+            "resampling",
+            "seeds",
+            "excludes 0",
+        ],
         diff_rows,
     )
     return per_arm, diff
@@ -218,10 +229,12 @@ def sweep_sections(sweep: SweepData) -> list[Section]:
     )
     if diff is not None:
         summary.lines.append(
-            "'excludes 0: yes' marks a difference whose interval excludes 0. The interval is a "
-            "percentile bootstrap over seeds: paired (per-seed differences resampled) when both "
-            "arms have at least two seeds in common, unpaired otherwise. With few seeds it is "
-            "narrow-biased: treat 3 seeds as a first look, not a result."
+            "'excludes 0: yes' marks a difference whose intervals both exclude 0. The 95% "
+            "interval is a percentile bootstrap over seeds: paired (per-seed differences "
+            "resampled) when both arms have at least two seeds in common, unpaired otherwise. "
+            "With few seeds it is narrow-biased (with 3 seeds it never reaches past the observed "
+            "differences), so paired differences also get a t-interval, which widens with few "
+            "seeds: treat 3 seeds as a first look, not a result."
         )
         summary.tables.append(diff)
     summary.tables.append(per_arm)

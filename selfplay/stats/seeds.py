@@ -55,6 +55,11 @@ class Difference:
     paired: bool
     n_reference: int  # seeds used on each side (the shared seeds when paired)
     n_arm: int
+    # paired only: the t-interval of the per-seed differences. With 3 seeds the percentile
+    # bootstrap cannot reach past the observed differences (all positive: it excludes 0); the t
+    # interval accounts for how few they are. nan when unpaired or fewer than two pairs.
+    t_low: float = math.nan
+    t_high: float = math.nan
 
     @property
     def defined(self) -> bool:
@@ -63,6 +68,11 @@ class Difference:
     @property
     def covers_zero(self) -> bool:
         return self.defined and self.low <= 0.0 <= self.high
+
+    @property
+    def t_covers_zero(self) -> bool:
+        defined = math.isfinite(self.t_low) and math.isfinite(self.t_high)
+        return defined and self.t_low <= 0.0 <= self.t_high
 
 
 def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
@@ -90,7 +100,10 @@ def bootstrap_difference(
         deltas = np.array([arm[s] - reference[s] for s in shared])
         index = rng.integers(0, deltas.size, size=(resamples, deltas.size))
         low, high = _percentiles(deltas[index].mean(axis=1), level)
-        return Difference(float(deltas.mean()), low, high, True, len(shared), len(shared))
+        _, t_low, t_high = t_interval(deltas, level)
+        return Difference(
+            float(deltas.mean()), low, high, True, len(shared), len(shared), t_low, t_high
+        )
     a = np.array(list(reference.values()))
     b = np.array(list(arm.values()))
     if a.size == 0 or b.size == 0:
