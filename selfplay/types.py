@@ -79,6 +79,9 @@ class Turn:
     policy_version: int = 0  # learner step whose weights produced it (staleness)
     temperature: float = 1.0  # sampling temperature: the learner scores tokens under the same one
     top_p: float = 1.0  # nucleus sampled from: the learner scores under the same truncation
+    # why the reply ended: "stop" (eos or a stop string), "length" (the token budget of this
+    # request, which loops set per role), "tool_budget" (tool turns spent); "" when unknown
+    finish_reason: str = ""
 
     @classmethod
     def from_completion(
@@ -102,6 +105,7 @@ class Turn:
             prompt_text=prompt_text,
             temperature=temperature,
             top_p=top_p,
+            finish_reason=completion.finish_reason,
             policy_version=(
                 completion.policy_version
                 if completion.policy_version is not None

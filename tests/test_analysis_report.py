@@ -273,6 +273,28 @@ def test_truncation_is_flagged_at_ninety_percent(tmp_path):
     assert "step 1: 1.000 (5/5)" in lines[1]
 
 
+def test_truncation_reads_each_turns_finish_reason(tmp_path):
+    """Loops give roles their own budgets (a SPICE reasoner: 12 tokens under a 64-token
+    sampling budget): a reply cut at 5 tokens with finish_reason "length" is at its budget, a
+    24-token one that stopped is not; turns written before the field existed fall back to the
+    sampling budget."""
+    from selfplay.analysis import debugging
+    from selfplay.types import Completion, Turn
+
+    run = RunData.open(make_game_run(tmp_path))
+    turns = [turn for episode in run.episodes for turn in episode["turns"]]
+    for turn in turns:
+        turn["finish_reason"] = "length" if len(turn["completion_ids"]) < 24 else "stop"
+    short = sum(len(turn["completion_ids"]) < 24 for turn in turns)
+    assert 0 < short < len(turns) == 10
+    _, lines = debugging.truncation_plot_and_lines(run)
+    # the short replies, not the 24-token ones that the sampling budget alone would count
+    assert lines[0].endswith(f"{short / 10:.3f} ({short}/10).")
+    assert debugging.at_budget({"completion_ids": [0] * 24}, 24)  # an older run
+    cut = Completion("1", prompt_ids=[1], token_ids=[5], logprobs=[0.0], finish_reason="length")
+    assert Turn.from_completion("reasoner", cut).finish_reason == "length"
+
+
 def test_crossplay_table_says_how_many_games_each_rate_is_from(tmp_path):
     from selfplay.evaluation.crossplay import write_crossplay
 

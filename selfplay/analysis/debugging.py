@@ -71,9 +71,10 @@ def token_budget(run: RunData) -> int | None:
 
 
 def at_budget(turn: dict, budget: int | None) -> bool:
-    """The reply stopped at the token budget (``finish_reason`` "length"): its completion is as
-    long as ``sampling.max_new_tokens``."""
-    if turn.get("finish_reason") is not None:
+    """The reply stopped at the token budget: its ``finish_reason`` is "length" (the request's
+    own budget, which loops set per role); in runs written before turns recorded it, its
+    completion is as long as ``sampling.max_new_tokens``."""
+    if turn.get("finish_reason"):
         return turn["finish_reason"] == "length"
     return budget is not None and len(turn.get("completion_ids") or []) >= budget
 
@@ -99,26 +100,30 @@ def truncation_plot_and_lines(run: RunData) -> tuple[Plot | None, list[str]]:
     if not per_step or budget is None:
         return None, []
     steps = list(per_step)
+    # turns that record why they ended are cut at their own request's budget (loops set one
+    # per role); older runs only tell the sampling budget apart
+    recorded = any(t.get("finish_reason") for e in run.episodes for t in e.get("turns", []))
+    where = "its request's token budget" if recorded else f"the {budget}-token budget"
     plot = Plot(
         "response-at-budget",
         "Replies cut at the token budget",
         "step",
         "share of replies",
-        [Series(f"stopped at {budget} tokens", steps, [h / n for h, n in per_step.values()])],
+        [Series(f"stopped at {where}", steps, [h / n for h, n in per_step.values()])],
         rate=True,
     )
     flagged = [s for s, (h, n) in per_step.items() if n and h / n >= TRUNCATION_FLAG]
     hits = sum(h for h, _ in per_step.values())
     total = sum(n for _, n in per_step.values())
-    lines = [f"replies that stopped at the {budget}-token budget: {count_rate(hits, total)}."]
+    lines = [f"replies that stopped at {where}: {count_rate(hits, total)}."]
     if flagged:
         shown = "; ".join(f"step {s}: {count_rate(*per_step[s])}" for s in flagged[:10])
         more = f"; {len(flagged) - 10} more" if len(flagged) > 10 else ""
         lines.append(
             f"⚠ truncation: at {len(flagged)} of {len(steps)} steps at least "
             f"{TRUNCATION_FLAG:.0%} of the replies hit the token budget ({shown}{more}): the "
-            "model is cut off before it answers; raise sampling.max_new_tokens or shorten "
-            "its thinking."
+            "model is cut off before it answers; raise sampling.max_new_tokens (or the "
+            "loop's per-role budget) or shorten its thinking."
         )
     return plot, lines
 

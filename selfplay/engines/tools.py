@@ -283,6 +283,7 @@ async def tool_rollout(
         policy_version=min(transcript.oldest_version, getattr(policy, "version", 0)),
         temperature=request.sampling.temperature,
         top_p=request.sampling.top_p,
+        finish_reason=finish,
     )
     return ToolRollout(turn=turn, calls=calls, model_calls=model_calls, finish_reason=finish)
 
