@@ -23,8 +23,12 @@ from selfplay.analysis.sweepdata import SweepData, run_finished
 from selfplay.stats.seeds import LEVEL, RESAMPLES, Difference, bootstrap_difference, t_interval
 
 # metrics a sweep compares: outcomes of the policy, not of the machine (no seconds, no
-# throughput: identical arms differ there, and it is not what a sweep asks)
-PREFIXES = ("reward/", "eval/", "rollout/", "game/", "train/", "probe/")
+# throughput: identical arms differ there, and it is not what a sweep asks) and not the run's
+# bookkeeping; every other number is, a loop's own metrics too (SPICE's challenger/valid_rate,
+# Agent0's pool/..., a plug-in loop's)
+MACHINE_PREFIXES = ("sync/", "staleness/", "time/", "cluster/", "memory/")
+BOOKKEEPING = {"step", "time", "final"}
+BOOKKEEPING_ENDS = ("/phase", "/iteration")
 MACHINE_WORDS = ("seconds", "per_s", "per_minute", "time", "tokens_per", "memory")
 
 BAND_NOTE = (
@@ -40,7 +44,9 @@ def compared_keys(rows: list[dict]) -> list[str]:
     for row in rows:
         for key, value in row.items():
             if (
-                key.startswith(PREFIXES)
+                key not in BOOKKEEPING
+                and not key.startswith(MACHINE_PREFIXES)
+                and not key.endswith(BOOKKEEPING_ENDS)
                 and not any(w in key for w in MACHINE_WORDS)
                 and isinstance(value, int | float)
                 and not isinstance(value, bool)
