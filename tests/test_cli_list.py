@@ -28,3 +28,25 @@ def test_plain_list_still_prints_tables(capsys):
     assert main(["list", "experiments"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("experiments:") and "rlvr-sanity" in out
+
+
+def test_every_experiment_publishes_its_budget() -> None:
+    """A user sees the cost before starting (`selfplay list`): CPU-sized experiments state the
+    wall time measured on the reference machine, GPU-sized ones the GPUs and `selfplay plan`'s
+    memory per GPU."""
+    import re
+
+    from selfplay.config import find_experiment, list_experiments, read_yaml
+
+    for name in list_experiments():
+        data = read_yaml(find_experiment(name))
+        description = " ".join(str(data.get("description", "")).split())
+        (budget,) = re.findall(r"Budget: ([^.]*(?:\.\d[^.]*)*)", description) or [""]
+        assert budget, f"{name}: its description states no 'Budget: ...'"
+        if data["model"]["path"] == "embedded":
+            assert re.search(r"\d+(\.\d+)? min", budget) and "measured" in budget, (name, budget)
+        else:
+            assert re.search(r"\d+ x 80 GiB GPU", budget) and "selfplay plan" in budget, (
+                name,
+                budget,
+            )
