@@ -355,7 +355,7 @@ def refuse_unknown_sections(data: dict, source: str, section_of: SectionOf) -> N
     known = set(ExperimentConfig.model_fields)
     try:
         loop_key = section_of(str(data.get("loop", "")))[0]
-    except Exception:  # an unknown loop: its own one-line error says so
+    except Exception:  # an unknown loop: its own one-line error says so, after validation
         return
     known |= {loop_key} if loop_key else set()
     for unknown in sorted(set(data) - known):
@@ -368,16 +368,14 @@ def parse(data: dict, source: str, section_of: SectionOf) -> ExperimentConfig:
     """The shared sections validated here, the loop's own section by the model ``section_of``
     names for the config's loop; any other key is an error. Use ``selfplay.loops.validate``,
     which passes the loop registry."""
+    # first: a misspelt section ("trian:") is the cause of the missing key it leaves behind
+    refuse_unknown_sections(data, source, section_of)
     try:
         config = ExperimentConfig.model_validate(data)
     except ValidationError as exc:
-        # a misspelt section ("trian:") is the cause of the missing key it leaves behind
-        refuse_unknown_sections(data, source, section_of)
         raise UserError(one_line(exc, source)) from exc
     key, model = section_of(config.loop)
     extra = config.__pydantic_extra__ if config.__pydantic_extra__ is not None else {}
-    for unknown in sorted(set(extra) - {key}):
-        raise UserError(f"{source}: unknown key {unknown!r}")
     if key is None or model is None:
         return config
     raw = extra.get(key)

@@ -41,6 +41,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("yaml syntax error", ["run", "broken.yaml"], "broken.yaml"),
     ("yaml not a mapping", ["run", "list.yaml"], "list.yaml"),
     ("misspelt section", ["run", "typo.yaml"], "trian"),
+    ("misspelt section in an override", ["run", "rlvr-sanity", TINY, "sampeling.top_p=1"],
+     "did you mean 'sampling'"),
     ("no loop", ["run", "noloop.yaml"], "loop"),
     ("override without =", ["run", "rlvr-sanity", TINY, "train.steps"], "train.steps"),
     ("unknown override key", ["run", "rlvr-sanity", TINY, "train.stepz=2"], "stepz"),
