@@ -79,5 +79,5 @@ def test_three_seeds_all_positive_are_not_called_a_difference():
     dapo = {0: 9 / 24, 1: 9 / 24, 2: 10 / 24}
     d = bootstrap_difference(uniform, dapo)
     assert d.paired and not d.covers_zero and d.low > 0  # the bootstrap alone would say "yes"
-    assert d.t_covers_zero and d.t_low < 0 < d.t_high
+    assert d.t_covers_zero and d.t_low < 0 < d.t_high and not d.excludes_zero
     assert abs(d.t_high + d.t_low - 2 * d.difference) < 1e-9  # centred on the mean difference

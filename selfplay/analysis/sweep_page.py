@@ -135,8 +135,7 @@ def final_tables(sweep: SweepData) -> tuple[Table, Table | None]:
     diff_rows = []
     for key, by_arm in differences(values, sweep.arms).items():
         for arm, d in by_arm.items():
-            excluded = not (d.covers_zero or d.t_covers_zero)
-            verdict = "–" if not d.defined else "yes" if excluded else "no"
+            verdict = "–" if not d.defined else "yes" if d.excludes_zero else "no"
             diff_rows.append(
                 [
                     key,

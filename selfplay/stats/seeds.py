@@ -67,12 +67,21 @@ class Difference:
 
     @property
     def covers_zero(self) -> bool:
-        return self.defined and self.low <= 0.0 <= self.high
+        return _covers_zero(self.low, self.high)
 
     @property
     def t_covers_zero(self) -> bool:
-        defined = math.isfinite(self.t_low) and math.isfinite(self.t_high)
-        return defined and self.t_low <= 0.0 <= self.t_high
+        return _covers_zero(self.t_low, self.t_high)
+
+    @property
+    def excludes_zero(self) -> bool:
+        """A difference the seeds support: the bootstrap interval excludes 0, and so does the
+        paired t-interval where there is one."""
+        return self.defined and not (self.covers_zero or self.t_covers_zero)
+
+
+def _covers_zero(low: float, high: float) -> bool:
+    return math.isfinite(low) and math.isfinite(high) and low <= 0.0 <= high
 
 
 def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
