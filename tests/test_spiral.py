@@ -84,6 +84,25 @@ def test_custom_penalties_and_lenient_parsing(tmp_path):
     assert episodes[0].rewards == {"player_0": -2.0, "player_1": 0.0}
 
 
+def test_a_prompt_that_starts_the_reply_is_parsed_with_it(tmp_path):
+    """A role prompt with `prefill: \\boxed{`: the model writes only the move and the closing
+    brace, and the game reads the whole reply (prefill + completion), as every loop does."""
+    import yaml
+
+    from roles import PROMPTS_DIR
+
+    prompt = yaml.safe_load((PROMPTS_DIR / "player.yaml").read_text()) | {"prefill": "\\boxed{"}
+    (tmp_path / "boxed_player.yaml").write_text(yaml.safe_dump(prompt))
+    config = spiral_config(tmp_path)
+    config.roles["player"].prompt = str(tmp_path / "boxed_player.yaml")
+    loop = SpiralLoop(config)
+    engine = ScriptedEngine(lambda p: (legal_actions_from_text(p) or ["[0]"])[0] + "}")
+    episodes, _ = collect(loop, engine)
+    assert all(prompt.endswith("\\boxed{") for _, prompt in engine.prompts)
+    # first-legal play to the end, as in the test below: nothing failed to parse
+    assert all(e.info["parse_failures"] == 0 and e.info["moves"] == 7 for e in episodes)
+
+
 def test_mirror_self_play_trains_both_seats_with_their_own_advantage(tmp_path):
     loop = SpiralLoop(spiral_config(tmp_path))
     episodes, _ = collect(loop, ScriptedEngine(first_legal))

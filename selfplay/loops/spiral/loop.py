@@ -176,7 +176,8 @@ class SpiralLoop(Loop):
             completion = await policy(request)
             if who.trained:
                 record.turns.append(self.turn(request, completion, policy))
-            action = extract_action(completion.text, lenient=self.settings.lenient)
+            reply = self.reply(request, completion)  # a prompt's prefill starts the reply
+            action = extract_action(reply, lenient=self.settings.lenient)
             if action is None:
                 record.parse_failures += 1
                 record.invalid_by, record.invalid_reason = seat, "no \\boxed{} action"
