@@ -26,10 +26,10 @@ from selfplay.stats.seeds import LEVEL, RESAMPLES, Difference, bootstrap_differe
 # throughput: identical arms differ there, and it is not what a sweep asks) and not the run's
 # bookkeeping; every other number is, a loop's own metrics too (SPICE's challenger/valid_rate,
 # Agent0's pool/..., a plug-in loop's)
-MACHINE_PREFIXES = ("sync/", "staleness/", "time/", "cluster/", "memory/")
-BOOKKEEPING = {"step", "time", "final"}
+MACHINE_WORDS = ("seconds", "per_s", "per_minute", "time", "tokens_per", "memory")  # time/...
+MACHINE_PREFIXES = ("sync/", "staleness/", "cluster/")
+BOOKKEEPING = {"step", "final"}
 BOOKKEEPING_ENDS = ("/phase", "/iteration")
-MACHINE_WORDS = ("seconds", "per_s", "per_minute", "time", "tokens_per", "memory")
 
 BAND_NOTE = (
     "Each line is one arm's mean over its seeds at each step; the shaded band is the 95% "
