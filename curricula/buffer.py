@@ -213,10 +213,6 @@ class TaskBuffer:
             cols["score"][i] = mean_abs_adv
         self._append_history(step, int(i), successes, attempts, mean_abs_adv)
 
-    def mark_drawn(self, indices: np.ndarray, step: int) -> None:
-        """Staleness counts from the step a task was drawn, even before its group is graded."""
-        self._columns["last_seen"][np.asarray(indices, np.int64)] = step
-
     def retire(self, threshold: float | None, min_attempts: int = 1) -> int:
         """ScaleRL: retire every task whose p̂ ≥ ``threshold`` after ≥ ``min_attempts``
         attempts; returns how many were newly retired (a retired task stays retired)."""

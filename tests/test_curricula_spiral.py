@@ -5,7 +5,7 @@ import torch
 
 from selfplay.loops import validate
 from selfplay.loops.spiral import SpiralLoop
-from selfplay.loops.spiral.metrics import game_groups
+from selfplay.loops.spiral.records import game_groups
 from selfplay.types import Episode
 from tests.test_spiral import ScriptedEngine, collect, first_legal, spiral_config
 

@@ -22,7 +22,7 @@ from selfplay.evaluation.evaluate import (
     load_suite,
     summarize,
 )
-from selfplay.evaluation.snapshots import RunModel, adapter_weights_from_trainable
+from selfplay.evaluation.run_model import RunModel, adapter_weights_from_trainable
 from selfplay.stats.passk import pass_at_k
 from tests.tiny_run import make_tiny_run
 

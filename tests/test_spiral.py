@@ -212,7 +212,7 @@ def test_pool_opponent_snapshots_into_the_engine(tmp_path, tiny_model_path):
     import torch
 
     from selfplay.engines.hf import HFEngine, LoraSpec
-    from selfplay.running.weights import PolicySnapshots
+    from selfplay.running.snapshots import PolicySnapshots
     from selfplay.training.learner import Learner, LearnerSettings
 
     config = spiral_config(tmp_path, opponent={"kind": "pool", "pool_size": 2, "refresh_every": 1})

@@ -65,7 +65,7 @@ def one_rank(model: str, finetune: str, steps: int) -> dict:
 
     from selfplay.engines.models import resolve_model_path
     from selfplay.training.learner import Learner
-    from selfplay.training.rank import MemoryWatch
+    from selfplay.training.rank_worker import MemoryWatch
 
     config = _experiment(model, finetune, 1)
     watch = MemoryWatch()

@@ -483,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         if _learner_rank_under_torchrun(args):
-            from selfplay.training.ranks import serve_rank
+            from selfplay.training.placement import serve_rank
 
             return serve_rank()
         return args.func(args)
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
 def _learner_rank_under_torchrun(args) -> bool:
     """``torchrun --nproc-per-node N -m selfplay run|resume ...``: rank 0 runs the command, the
     other ranks serve it as learner ranks (docs/scale.md)."""
-    from selfplay.training.ranks import launched_by_torchrun, torchrun_rank
+    from selfplay.training.placement import launched_by_torchrun, torchrun_rank
 
     return args.func in (cmd_run, cmd_resume) and launched_by_torchrun() and torchrun_rank() > 0
 

@@ -21,7 +21,6 @@ import itertools
 import os
 import shutil
 import tempfile
-import time
 import weakref
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -282,26 +281,3 @@ def _destroy_vllm_distributed() -> None:
     destroy_model_parallel()
     destroy_distributed_environment()
 
-
-def bench_tokens_per_s(
-    model_path: str | Path, prompts: list[str], max_new_tokens: int, **engine_kwargs: Any
-) -> float:
-    """Generated tokens per second for one batch of chat prompts (temperature 1, EOS ignored)."""
-    from selfplay.types import SamplingParams
-
-    def requests(texts: list[str], max_tokens: int) -> list[Request]:
-        sampling = SamplingParams(temperature=1.0, max_new_tokens=max_tokens)
-        return [
-            Request(role="bench", messages=[{"role": "user", "content": t}], sampling=sampling)
-            for t in texts
-        ]
-
-    engine = VLLMEngine(model_path, **engine_kwargs)
-    try:
-        engine._generate(requests(prompts, 4), ignore_eos=True)  # the first call sets kernels up
-        start = time.perf_counter()
-        completions = engine._generate(requests(prompts, max_new_tokens), ignore_eos=True)
-        elapsed = time.perf_counter() - start
-        return sum(len(c.token_ids) for c in completions) / elapsed
-    finally:
-        engine.close()

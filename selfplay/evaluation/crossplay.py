@@ -30,7 +30,7 @@ from selfplay.analysis.plots import Plot
 from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import Section, Table, fmt
 from selfplay.core.errors import UserError
-from selfplay.evaluation.snapshots import RunModel, Snapshot
+from selfplay.evaluation.run_model import RunModel, Snapshot
 from selfplay.types import Request
 
 SEED = 77_000

@@ -21,7 +21,7 @@ import asyncio
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from curricula.answers import answers_equal, extract_answer, grade_answer, last_boxed
@@ -48,13 +48,6 @@ class Problem:
     family: str
     entry: dict | None = None  # reasoning-gym entry (its verifier scores the answer)
     dataset: object = None
-
-
-@dataclass
-class Result:
-    setting: str  # greedy / sampled, with or without the tool
-    counts: list[tuple[int, int]] = field(default_factory=list)  # (n, correct) per problem
-    records: list[dict] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------ suites
@@ -210,7 +203,7 @@ def evaluate(
     written to ``RUN/evaluations.jsonl``. With ``judge`` (a labelled calibration JSONL), the
     model also judges its own greedy answers and the bias-corrected accuracy is reported."""
     from selfplay.evaluation.judge import load_calibration
-    from selfplay.evaluation.snapshots import RunModel, load_run_config
+    from selfplay.evaluation.run_model import RunModel, load_run_config
 
     config = load_run_config(run_dir, overrides)
     problems = load_suite(suite, config, size)  # a bad suite fails before any model loads

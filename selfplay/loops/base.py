@@ -33,7 +33,7 @@ from selfplay.types import Collected, Completion, Episode, Request, Sample, Samp
 
 class Snapshots(Protocol):
     """Frozen copies of the policy, served by the engine beside it under their own names (the
-    runner's ``selfplay.running.weights.PolicySnapshots``). Taken snapshots survive a resume."""
+    runner's ``selfplay.running.snapshots.PolicySnapshots``). Taken snapshots survive a resume."""
 
     def take(self, name: str, adapter: str) -> None:
         """Copy the current weights of ``adapter`` and serve them as adapter ``name``."""

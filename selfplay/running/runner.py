@@ -35,6 +35,7 @@ from selfplay.running import inputs
 from selfplay.running.checkpoint import LEARNER, Checkpointer, restore_rng, rng_state
 from selfplay.running.plan import check as check_fits
 from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
+from selfplay.running.snapshots import PolicySnapshots
 from selfplay.running.threads import apply_thread_policy
 from selfplay.running.tracking import RunLogger, console, episode_metrics, read_metrics
 from selfplay.running.transports import (
@@ -43,7 +44,6 @@ from selfplay.running.transports import (
     choose_transport,
     default_tolerance,
 )
-from selfplay.running.weights import PolicySnapshots
 from selfplay.training.learner import Learner, LearnerSettings
 from selfplay.training.make import learner_dtype, make_learner
 from selfplay.training.sharded import ParallelSettings, ShardedLearner

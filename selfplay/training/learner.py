@@ -193,9 +193,6 @@ class Learner:
     def _token_logprobs(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         return self.scorer.token_logprobs(batch)
 
-    def _mark_trainable(self) -> None:
-        self.scorer.mark_trainable()
-
     def score(self, samples: list[Sample]) -> list[list[float]]:
         """Trainer log-probs of every model token of each sample (for tests and diagnostics)."""
         out: list[list[float]] = []

@@ -7,7 +7,7 @@ from pathlib import Path
 from selfplay.config import ExperimentConfig
 from selfplay.core.errors import UserError
 from selfplay.training.learner import Learner, LearnerSettings
-from selfplay.training.ranks import launched_by_torchrun, world_size
+from selfplay.training.placement import launched_by_torchrun, world_size
 from selfplay.training.sharded import ParallelSettings, ShardedLearner
 
 

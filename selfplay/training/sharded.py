@@ -1,6 +1,6 @@
 """The learner over N FSDP2 ranks behind the one-process ``Learner``'s interface
-(``train.parallel: {ranks: N, strategy: fsdp2}``). The ranks (``training/rank.py``) are Ray
-actors, or the processes torchrun started (``training/ranks.py``).
+(``train.parallel: {ranks: N, strategy: fsdp2}``). The ranks (``training/rank_worker.py``) are Ray
+actors, or the processes torchrun started (``training/placement.py``).
 
 The driver keeps what makes the numbers the one-process learner's: it cuts the step's samples
 into micro-batches with every normaliser computed over the whole batch (Dr. GRPO's constant,
@@ -24,8 +24,8 @@ import torch
 
 from selfplay.core.errors import UserError
 from selfplay.training.batches import MicroBatch, learner_batches
-from selfplay.training.rank import STRATEGIES, ParallelSettings
-from selfplay.training.ranks import RayRanks, TorchrunRanks, launched_by_torchrun
+from selfplay.training.placement import RayRanks, TorchrunRanks, launched_by_torchrun
+from selfplay.training.rank_worker import STRATEGIES, ParallelSettings
 from selfplay.training.scoring import Totals
 from selfplay.types import Sample
 

@@ -115,6 +115,3 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
         dcp.load(state, storage_reader=reader, no_dist=True)
     return state["model"]
 
-
-def version_of(folder: Path) -> int:
-    return int(json.loads((Path(folder) / META).read_text())["version"])

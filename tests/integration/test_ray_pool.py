@@ -36,8 +36,8 @@ from selfplay.running.runner import (  # noqa: E402
     train_step,
     weight_sync,
 )
+from selfplay.running.snapshots import PolicySnapshots  # noqa: E402
 from selfplay.running.tracking import RunLogger  # noqa: E402
-from selfplay.running.weights import PolicySnapshots  # noqa: E402
 from selfplay.training.learner import Learner  # noqa: E402
 from selfplay.types import Request, SamplingParams  # noqa: E402
 from tests.conftest import tiny_config  # noqa: E402

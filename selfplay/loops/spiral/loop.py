@@ -40,7 +40,7 @@ from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, Snapshots
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
-from selfplay.loops.spiral.metrics import GameRecord, Seat, eval_result, game_groups, game_metrics
+from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
 from selfplay.stats.games import eval_metrics
 from selfplay.types import Collected, Episode, Request
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from selfplay.core.errors import UserError
-from selfplay.training.rank import ParallelSettings, RankWorker, rank_device
+from selfplay.training.rank_worker import ParallelSettings, RankWorker, rank_device
 
 
 def launched_by_torchrun() -> bool:

@@ -1,6 +1,6 @@
 """One rank of the sharded learner (``training/sharded.py``): its shard of the model and of the
 optimizer, and the collectives a step runs. The same class runs as a Ray actor (one per GPU, or
-per CPU core with gloo in tests) or as a process torchrun started (``training/ranks.py``).
+per CPU core with gloo in tests) or as a process torchrun started (``training/placement.py``).
 
 A rank loads the model, attaches the LoRA adapters and shards it with FSDP2 ``fully_shard``:
 every decoder layer, then the root; on a GPU with bf16 parameters and fp32 gradient reduction;
