@@ -17,12 +17,11 @@ distribution; the figure of merit is the number of training steps until it reach
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 import numpy as np
 
-from curricula.samplers import Curriculum, Group
+from curricula.curriculum import Curriculum, Group
 
 
 @dataclass
@@ -121,7 +120,7 @@ def simulate(curriculum_settings, settings: StudentSettings, seed: int) -> Stude
     drawn = effective = 0
     mastery: list[float] = []
 
-    async def play(indices: np.ndarray) -> list[Group]:
+    def play(indices: np.ndarray) -> list[Group]:
         successes = student.answer(indices)
         return [
             Group(int(i), int(k), G, [1.0] * int(k) + [0.0] * (G - int(k)))
@@ -132,7 +131,11 @@ def simulate(curriculum_settings, settings: StudentSettings, seed: int) -> Stude
         mastery.append(student.mastery())
         if mastery[-1] >= settings.target:
             return StudentRun(step, mastery, effective / max(drawn, 1), drawn)
-        kept = asyncio.run(curriculum.fill(settings.batch, step, play))
+        kept: list[Group] = []
+        tasks = curriculum.draw(settings.batch, step)
+        while len(tasks):
+            kept += curriculum.report(play(tasks), step)
+            tasks = curriculum.redraw(settings.batch - len(kept), step)
         stats = curriculum.metrics(step)
         drawn += int(stats["curriculum/drawn_groups"])
         effective += round(stats["curriculum/effective_ratio"] * stats["curriculum/drawn_groups"])

@@ -57,6 +57,12 @@ class Completion:
     finish_reason: str  # "stop" (eos or stop string), "length"
     stop_string: str | None = None  # the stop string that ended generation, if any
     policy_version: int | None = None  # weights version that sampled it (set by the scheduler)
+    prefill: str = ""  # the request's start of the reply, which the model continued
+
+    @property
+    def reply(self) -> str:
+        """The whole reply a loop parses: the prefill followed by what the model wrote."""
+        return self.prefill + self.text
 
 
 @dataclass
@@ -82,6 +88,7 @@ class Turn:
     # why the reply ended: "stop" (eos or a stop string), "length" (the token budget of this
     # request, which loops set per role), "tool_budget" (tool turns spent); "" when unknown
     finish_reason: str = ""
+    prefill: str = ""  # the start of the reply the prompt gave; its tokens end ``prompt_ids``
 
     @classmethod
     def from_completion(
@@ -106,6 +113,7 @@ class Turn:
             temperature=temperature,
             top_p=top_p,
             finish_reason=completion.finish_reason,
+            prefill=completion.prefill,
             policy_version=(
                 completion.policy_version
                 if completion.policy_version is not None
@@ -117,13 +125,21 @@ class Turn:
     def num_model_tokens(self) -> int:
         return sum(self.loss_mask)
 
+    @property
+    def reply(self) -> str:
+        """The whole reply a loop parses: the prefill followed by what the model wrote."""
+        return self.prefill + self.text
+
 
 @dataclass
 class Episode:
     """Everything one environment instance produced: all turns of all roles and their rewards.
 
     ``group_id`` ties episodes that share a prompt/task (group-relative advantages);
-    ``env`` is the game id or task family (RAE keys its baselines by (env, role)).
+    ``env`` is the game id or task family (RAE keys its baselines by (env, role));
+    ``pass_rate`` is the task's p̂, which ADPO turns into each sample's advantage scale and
+    ε_high (only loops whose ``LoopSpec.pass_rates`` says so set it; on disk it is
+    ``info["pass_rate"]``, docs/run-folder.md); ``info`` is free-form, for analysis only.
     """
 
     loop: str
@@ -132,15 +148,17 @@ class Episode:
     rewards: dict[str, float]
     group_id: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    pass_rate: float | None = None
 
 
 @dataclass
 class Sample:
     """A turn with its advantage, ready for the learner.
 
-    ``pass_rate`` (p̂) feeds ADPO's advantage scale and ε_high when the loop sets it;
-    ``group_tokens`` is the total model-token count of the sample's group (``prompt-level``
-    aggregation); ``group_id`` lets the learner find the group.
+    ``pass_rate`` is the episode's p̂; ADPO (``rl.advantages.apply_adpo``) turns it into
+    ``advantage_scale`` and ``eps_high`` (None: the loss's global ε_high); ``group_id`` lets
+    the learner find the sample's group (``prompt-level`` aggregation divides by the group's
+    token count); ``info`` carries the episode's ``env``.
     """
 
     turn: Turn
@@ -185,10 +203,12 @@ class Collected:
     loop's own figures for the step (the runner adds rewards per role, lengths, timings);
     ``tasks`` are rows of ``tasks.jsonl`` (docs/run-folder.md) for loops that generate tasks;
     ``files`` are JSONL files of the run folder, by relative path, written with the step (e.g.
-    Agent0's ``pools/iter-K.jsonl``).
+    Agent0's ``pools/iter-K.jsonl``); ``games`` is how many games the step played (two-player
+    loops), which the runner turns into ``game/games_per_minute``.
     """
 
     episodes: list[Episode]
     metrics: dict[str, float] = field(default_factory=dict)
     tasks: list[TaskRow] = field(default_factory=list)
     files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    games: int = 0

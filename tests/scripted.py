@@ -3,10 +3,13 @@ prompt and stop strings of every request, and answers each with the subclass's `
 
 from __future__ import annotations
 
+import torch
+
+from selfplay.engines.base import Engine
 from selfplay.types import Completion, Request
 
 
-class ScriptedEngine:
+class ScriptedEngine(Engine):
     def __init__(self, tokenizer=None) -> None:
         self.tokenizer = tokenizer
         self.batches: list[int] = []
@@ -22,6 +25,12 @@ class ScriptedEngine:
 
     def reply(self, request: Request, prompt: str) -> str:
         raise NotImplementedError
+
+    def add_adapter(self, adapter: str) -> None:
+        """Every adapter answers alike: nothing to add."""
+
+    def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor]) -> None:
+        """Replies are scripted: weights change nothing."""
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         self.batches.append(len(requests))

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -148,7 +149,7 @@ def test_a_loop_that_supplies_pass_rates_accepts_adpo(tmp_path):
     from tests.conftest import tiny_config
 
     class PassRateLoop(RlvrLoop):
-        supplies_pass_rate = True
+        spec = dataclasses.replace(RlvrLoop.spec, pass_rates=True)
 
     config = validate(tiny_config(tmp_path, advantage={"adpo": True}), "test")
     loop = PassRateLoop(config)
@@ -159,7 +160,7 @@ def test_a_loop_that_supplies_pass_rates_accepts_adpo(tmp_path):
             turns=[_turn("solver")],
             rewards={"solver": r},
             group_id="g",
-            info={"pass_rate": 0.3},
+            pass_rate=0.3,
         )
         for r in (1.0, 0.0)
     ]

@@ -6,7 +6,15 @@ import pytest
 
 from selfplay.loops import validate
 from selfplay.loops.base import Loop
+from selfplay.types import Collected
 from tests.conftest import tiny_config
+
+
+class Asker(Loop):
+    """A loop that only builds requests (its roles undeclared: any prompt is accepted)."""
+
+    async def collect(self, policy, step: int) -> Collected:
+        return Collected([])
 
 
 def test_prefill_is_appended_after_the_generation_prompt(tmp_path, tiny_model_path):
@@ -17,7 +25,7 @@ def test_prefill_is_appended_after_the_generation_prompt(tmp_path, tiny_model_pa
     role = tmp_path / "asker.yaml"
     role.write_text("user: 'Ask about {{ topic }}.'\nprefill: 'Question: What is {{ topic }}'\n")
     config = validate(tiny_config(tmp_path, roles={"solver": {"prompt": str(role)}}), "test")
-    loop = Loop(config)
+    loop = Asker(config)
     tokenizer = load_tokenizer(tiny_model_path)
     request = loop.request("solver", topic="pi")
     assert request.messages[-1]["content"] == "Ask about pi." and request.prefill
@@ -27,12 +35,12 @@ def test_prefill_is_appended_after_the_generation_prompt(tmp_path, tiny_model_pa
     # the engine encodes the chat template, then the prefill the model continues
     prompt_ids = encode_request(tokenizer, request)
     assert tokenizer.decode(prompt_ids) == template + "Question: What is pi"
-    completion = Completion(" 3?", prompt_ids, [1], [0.0], "stop")
-    assert loop.reply(request, completion) == "Question: What is pi 3?"
+    completion = Completion(" 3?", prompt_ids, [1], [0.0], "stop", prefill=request.prefill)
+    assert completion.reply == "Question: What is pi 3?"
     plain = tmp_path / "plain.yaml"
     plain.write_text("user: 'Ask.'\n")
     config = validate(tiny_config(tmp_path, roles={"solver": {"prompt": str(plain)}}), "test")
-    assert Loop(config).request("solver").messages[-1]["content"] == "Ask."
+    assert Asker(config).request("solver").messages[-1]["content"] == "Ask."
 
 
 # ---------------------------------------------------------------------- the loop on the tiny model
@@ -110,7 +118,8 @@ def test_tiny_iteration_runs_both_phases_and_keeps_adapters_apart(
 
     import torch
 
-    from selfplay.running.runner import build, train_step
+    from selfplay.running.rollouts import SyncRollouts
+    from selfplay.running.runner import build, eval_due, step
 
     _varied_answers(monkeypatch)
     config = validate(agent0_config(tmp_path), "test")
@@ -124,7 +133,8 @@ def test_tiny_iteration_runs_both_phases_and_keeps_adapters_apart(
         return {k: v.clone() for k, v in learner.adapter_weights(role).items()}
 
     executor_before, curriculum_before = weights("executor"), weights("curriculum")
-    metrics = train_step(world, 0)  # curriculum phase
+    rollouts = SyncRollouts(world.loop, world.policy, lambda n: eval_due(world.loop, n))
+    metrics = step(world, 0, rollouts)  # curriculum phase
     assert metrics["agent0/phase"] == 0.0 and metrics["train/samples"] > 0
     executor_after, curriculum_after = weights("executor"), weights("curriculum")
     assert all(torch.equal(executor_before[k], executor_after[k]) for k in executor_before)
@@ -133,7 +143,7 @@ def test_tiny_iteration_runs_both_phases_and_keeps_adapters_apart(
     )
     assert metrics["curriculum/validity"] > 0
 
-    metrics = train_step(world, 1)  # executor phase: builds the pool, then trains
+    metrics = step(world, 1, rollouts)  # executor phase: builds the pool, then trains
     assert metrics["agent0/phase"] == 1.0 and metrics["train/samples"] > 0
     assert metrics["pool/size"] == 3.0 and "probe/pseudo_label_accuracy" in metrics
     assert all(torch.equal(curriculum_after[k], v) for k, v in weights("curriculum").items())
@@ -166,13 +176,13 @@ def test_adpo_gradients_scale_with_the_pool_p_hat(tmp_path, tiny_model_path):
 
     from selfplay.loops.agent0 import Agent0Loop
     from selfplay.rl.advantages import adpo_eps_high, adpo_scale
-    from selfplay.running.runner import learner_settings
-    from selfplay.training.learner import Learner
+    from selfplay.training.learner import LocalLearner
+    from selfplay.training.make import learner_settings
     from selfplay.types import Episode, Turn
 
     config = validate(agent0_config(tmp_path), "test")
     loop = Agent0Loop(config)
-    learner = Learner(tiny_model_path, learner_settings(config), config.adapters(), "cpu")
+    learner = LocalLearner(tiny_model_path, learner_settings(config), config.adapters(), "cpu")
     with torch.no_grad():  # LoRA B starts at zero: give it weights so every tensor has a gradient
         for name, param in learner.model.named_parameters():
             if "lora_B" in name:
@@ -196,7 +206,7 @@ def test_adpo_gradients_scale_with_the_pool_p_hat(tmp_path, tiny_model_path):
                 ],
                 rewards={"executor": float(i % 2)},
                 group_id="g",
-                info={"pass_rate": p_hat},
+                pass_rate=p_hat,
             )
             for i in range(4)
         ]

@@ -164,10 +164,15 @@ def test_bench_step_times_both_modes(tmp_path, tiny_model_path, capsys):
 
 
 def test_cores_are_split_only_for_an_in_process_cpu_engine(tmp_path, tiny_model_path):
-    from selfplay.running.rollouts import AsyncRollouts, shares_cpu_with_learner
+    from selfplay.running.rollouts import AsyncRollouts
 
     world, _ = _async_world(tmp_path, max_staleness=1)
-    assert shares_cpu_with_learner(world.engine)
+    assert world.engine.shares_cpu_with_learner
+
+    class Elsewhere:  # a Ray pool or vLLM: they set their own threads
+        shares_cpu_with_learner = False
+        decode_threads = None
+
     def rollouts_of(engine, **threads):
         return AsyncRollouts(world.loop, world.policy, range(0), 1, lambda step: False,
                              engine=engine, **threads)
@@ -176,9 +181,8 @@ def test_cores_are_split_only_for_an_in_process_cpu_engine(tmp_path, tiny_model_
         # the hf engine asks for its threads at every decode step: all cores while the learner
         # is idle, the engine's share while it trains
         assert world.engine.decode_threads() == rollouts.engine_threads + rollouts.learner_threads
-        with rollouts.learner_training():
+        with rollouts.learning():
             assert world.engine.decode_threads() == rollouts.engine_threads
     assert world.engine.decode_threads is None
-    assert not shares_cpu_with_learner(object())  # a Ray pool, vLLM: their own threads
-    assert not rollouts_of(object()).split_cores
-    assert rollouts_of(object(), engine_threads=1).split_cores  # asked for explicitly
+    assert not rollouts_of(Elsewhere()).split_cores
+    assert rollouts_of(Elsewhere(), engine_threads=1).split_cores  # asked for explicitly

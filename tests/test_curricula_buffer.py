@@ -1,6 +1,5 @@
 """The task buffer: statistics per task, its table, and a state that survives torch.save."""
 
-import asyncio
 import csv
 import math
 
@@ -9,7 +8,9 @@ import pytest
 import torch
 
 from curricula.buffer import TaskBuffer
-from curricula.samplers import SAMPLERS, Curriculum, CurriculumSettings, Group
+from curricula.curriculum import Curriculum, Group
+from curricula.settings import SAMPLERS, CurriculumSettings
+from tests.curriculum_steps import fill
 
 
 def test_record_keeps_counts_ema_progress_and_history():
@@ -70,7 +71,7 @@ def test_state_survives_torch_save_and_continues_identically(tmp_path, name):
         return curriculum
 
     def play_step(curriculum, step):
-        async def play(indices):  # outcomes depend only on (task, step): replayable
+        def play(indices):  # outcomes depend only on (task, step): replayable
             return [
                 Group(
                     int(i), (int(i) * 7 + step) % 5, 4, [float((int(i) + k) % 2) for k in range(4)]
@@ -78,7 +79,7 @@ def test_state_survives_torch_save_and_continues_identically(tmp_path, name):
                 for i in indices
             ]
 
-        return [g.task for g in asyncio.run(curriculum.fill(4, step, play))]
+        return [g.task for g in fill(curriculum, 4, step, play)]
 
     original = build()
     for step in range(4):

@@ -150,8 +150,8 @@ def test_executor_curriculum_survives_a_checkpoint_and_logs_metrics(tmp_path, to
     restored.load_state_dict(state)
     assert restored.pool["indices"] == loop.pool["indices"]
     assert list(restored.curriculum.buffer.attempts) == list(loop.curriculum.buffer.attempts)
-    assert [restored.curriculum.sample(2, 3).tolist() for _ in range(4)] == [
-        loop.curriculum.sample(2, 3).tolist() for _ in range(4)
+    assert [restored.curriculum.draw(2, 3).tolist() for _ in range(4)] == [
+        loop.curriculum.draw(2, 3).tolist() for _ in range(4)
     ]
     loop.save_artifacts(tmp_path)
     table = (tmp_path / "curriculum" / "tasks.csv").read_text()

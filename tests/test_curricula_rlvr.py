@@ -89,7 +89,7 @@ def test_curriculum_state_survives_checkpoint_and_resume(tmp_path, tiny_model_pa
     for column in ("attempts", "successes", "p_hat", "score", "last_seen", "retired"):
         np.testing.assert_array_equal(after.buffer.column(column), before.buffer.column(column))
     assert after.buffer.attempts.sum() == 2 * 3 * 3  # 2 steps × 3 tasks × 3 answers
-    assert after.sample(3, 2).tolist() == before.sample(3, 2).tolist()  # same rng state
+    assert after.draw(3, 2).tolist() == before.draw(3, 2).tolist()  # same rng state
 
 
 @pytest.mark.slow  # a second tiny-model run; DAPO's filter and cap are unit-tested too

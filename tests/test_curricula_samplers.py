@@ -2,21 +2,16 @@
 (docs/algorithms.md#samplers), plus DAPO's refill cap, ScaleRL's retire rule and determinism under a
 seed."""
 
-import asyncio
 import math
 
 import numpy as np
 import pytest
 
 from curricula.buffer import TaskBuffer
-from curricula.samplers import (
-    SAMPLERS,
-    Curriculum,
-    CurriculumSettings,
-    Group,
-    gumbel_top_k,
-    make_sampler,
-)
+from curricula.curriculum import Curriculum, Group, make_sampler
+from curricula.samplers import gumbel_top_k
+from curricula.settings import SAMPLERS, CurriculumSettings
+from tests.curriculum_steps import fill
 
 
 def buffer_with(rates, families=None, difficulties=None, scores=None, last_seen=None):
@@ -138,7 +133,7 @@ def _play_with(outcomes):
     """A loop stand-in: round k's groups have outcomes[k] successes out of 4."""
     calls = []
 
-    async def play(indices):
+    def play(indices):
         successes = outcomes[min(len(calls), len(outcomes) - 1)]
         calls.append(list(indices))
         return [
@@ -154,7 +149,7 @@ def test_dapo_refill_stops_at_its_cap():
     for i in range(50):
         curriculum.add(f"t{i}")
     play, calls = _play_with([4])  # every group all-correct: never kept
-    kept = asyncio.run(curriculum.fill(5, step=0, play=play))
+    kept = fill(curriculum, 5, 0, play)
     assert kept == [] and len(calls) == 3  # one draw + two refill rounds, then it stops
     assert len({i for call in calls for i in call}) == 15  # never the same task twice a step
     metrics = curriculum.metrics(0)
@@ -168,7 +163,7 @@ def test_dapo_refills_only_the_missing_groups():
     for i in range(50):
         curriculum.add(f"t{i}")
     play, calls = _play_with([0, 2])  # first round all wrong, then mixed groups
-    kept = asyncio.run(curriculum.fill(4, step=0, play=play))
+    kept = fill(curriculum, 4, 0, play)
     assert [len(c) for c in calls] == [4, 4] and len(kept) == 4
     assert all(0 < g.successes < g.attempts for g in kept)
     metrics = curriculum.metrics(0)
@@ -181,7 +176,7 @@ def test_other_samplers_keep_every_group_and_never_refill():
     for i in range(10):
         curriculum.add(f"t{i}")
     play, calls = _play_with([4])
-    assert len(asyncio.run(curriculum.fill(3, 0, play))) == 3 and len(calls) == 1
+    assert len(fill(curriculum, 3, 0, play)) == 3 and len(calls) == 1
 
 
 # ---------------------------------------------------------------------- TSCL
@@ -232,9 +227,9 @@ def test_retire_waits_for_min_attempts_and_curriculum_applies_it():
     settings = CurriculumSettings(sampler="uniform", retire_at=0.9, retire_min_attempts=8)
     curriculum = Curriculum(settings, seed=0)
     curriculum.add("easy")
-    curriculum.record([Group(0, 4, 4, [1.0] * 4)], step=0)
+    curriculum.report([Group(0, 4, 4, [1.0] * 4)], step=0)
     assert not curriculum.buffer.retired[0]  # 4 attempts < 8
-    curriculum.record([Group(0, 4, 4, [1.0] * 4)], step=1)
+    curriculum.report([Group(0, 4, 4, [1.0] * 4)], step=1)
     assert curriculum.buffer.retired[0]
     assert curriculum.metrics(1)["curriculum/retired"] == 1
 
@@ -253,14 +248,14 @@ def _trajectory(name, seed, steps=6):
         curriculum.add(f"t{i}", family=f"f{i % 3}", difficulty=i % 4)
     picks = []
 
-    async def play(indices):
+    def play(indices):
         return [
             Group(int(i), int(k), 4, [1.0] * int(k) + [0.0] * (4 - int(k)))
             for i, k in zip(indices, rng.integers(0, 5, len(indices)), strict=True)
         ]
 
     for step in range(steps):
-        groups = asyncio.run(curriculum.fill(5, step, play))
+        groups = fill(curriculum, 5, step, play)
         picks.append([g.task for g in groups])
     return picks
 

@@ -3,8 +3,10 @@
 import pytest
 import torch
 
-from selfplay.engines.hf import HFEngine, LoraSpec
-from selfplay.training.learner import Learner, LearnerSettings
+from selfplay.engines.hf import HFEngine
+from selfplay.engines.lora import LoraSpec
+from selfplay.training.base import LearnerSettings
+from selfplay.training.learner import LocalLearner
 from selfplay.types import Request, Sample, SamplingParams, Turn
 
 LORA = LoraSpec(r=4, alpha=8)
@@ -33,7 +35,7 @@ def _randomize_lora(learner, std=0.05):
 
 @pytest.fixture(scope="module")
 def pair(tiny_model_path):
-    learner = Learner(
+    learner = LocalLearner(
         tiny_model_path,
         LearnerSettings(lora=LORA, lr=5e-2, micro_batch_size=3),
         adapters=["alpha", "beta"],
@@ -111,7 +113,7 @@ def test_own_adapters_train_apart_and_sync_changes_outputs(pair, tiny_model_path
 
 
 def test_full_finetune_syncs_full_weights(tiny_model_path):
-    learner = Learner(tiny_model_path, LearnerSettings(lora=None, lr=1e-2))
+    learner = LocalLearner(tiny_model_path, LearnerSettings(lora=None, lr=1e-2))
     engine = HFEngine(tiny_model_path, seed=1)
     requests = _requests(["shared"] * 2, temperature=1.0)
     completions = engine.generate(requests)
@@ -179,7 +181,7 @@ def test_learner_scores_top_p_turns_like_the_engine(pair):
         assert max(abs(x - y) for x, y in zip(scored, engine_lp, strict=True)) < 1e-4
         assert min(x - y for x, y in zip(scored, plain, strict=True)) > 0.05
     batch = learner._micro_batches(samples)[0]
-    logp, _ = learner._token_logprobs(batch)
+    logp, _ = learner.scorer.token_logprobs(batch)
     from selfplay.rl.losses import tis_weights
 
     weights = tis_weights(logp.detach(), batch.engine_logprobs, 2.0)
@@ -222,7 +224,7 @@ def biased_model_path(tiny_model_path, tmp_path_factory):
 
 def test_lm_head_bias_model_trains_on_the_engines_logprobs(biased_model_path):
     engine = HFEngine(biased_model_path, seed=3)
-    learner = Learner(biased_model_path, LearnerSettings(lora=None, lr=1e-3))
+    learner = LocalLearner(biased_model_path, LearnerSettings(lora=None, lr=1e-3))
     requests = _requests(["shared"] * 3, temperature=0.9)
     requests[1].sampling = SamplingParams(temperature=0.9, top_p=0.7, max_new_tokens=10)
     completions = engine.generate(requests)
@@ -256,7 +258,7 @@ def test_scaled_and_softcapped_heads_score_like_the_model(tmp_path, name, extra)
     model_cls = getattr(transformers, f"{name}ForCausalLM")
     model = _tiny(config_cls, model_cls, 300, **extra)
     model.save_pretrained(tmp_path)
-    learner = Learner(tmp_path, LearnerSettings(lora=None))
+    learner = LocalLearner(tmp_path, LearnerSettings(lora=None))
     ids = [(7 * i) % 300 for i in range(12)]
     turn = Turn(
         role="r",

@@ -7,8 +7,9 @@ from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from selfplay.engines.fast_decode import PreallocatedLayer, grouped_decode_attention
-from selfplay.engines.hf import HFEngine, _sample_rows
+from selfplay.engines.hf import HFEngine
 from selfplay.engines.models import load_causal_lm
+from selfplay.engines.sampling import sample_rows
 from selfplay.types import Request, SamplingParams
 
 
@@ -101,7 +102,7 @@ def test_preallocated_layer_tracks_dynamic_layer_through_pruning():
 def test_inverse_cdf_sampling_follows_the_weights():
     weights = torch.tensor([[0.0, 1.0, 0.0, 3.0, 0.0], [2.0, 0.0, 0.0, 0.0, 2.0]])
     generator = torch.Generator().manual_seed(0)
-    draws = torch.stack([_sample_rows(weights, generator) for _ in range(4000)])
+    draws = torch.stack([sample_rows(weights, generator) for _ in range(4000)])
     counts = torch.stack([torch.bincount(draws[:, row], minlength=5) for row in range(2)])
     assert counts[0, [0, 2, 4]].sum() == 0 and counts[1, 1:4].sum() == 0  # zero weight: never
     assert counts[0, 3] / 4000 == pytest.approx(0.75, abs=0.03)

@@ -11,9 +11,10 @@ import math
 import pytest
 import torch
 
-from selfplay.engines.hf import LoraSpec
+from selfplay.engines.lora import LoraSpec
 from selfplay.rl.advantages import apply_adpo
-from selfplay.training.learner import Learner, LearnerSettings
+from selfplay.training.base import LearnerSettings
+from selfplay.training.learner import LocalLearner
 from selfplay.types import Sample, Turn
 
 LORA = LoraSpec(r=4, alpha=8)
@@ -22,14 +23,14 @@ COMPLETIONS = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]
 
 
 @pytest.fixture(scope="module")
-def base_learner(tiny_model_path) -> Learner:
+def base_learner(tiny_model_path) -> LocalLearner:
     torch.manual_seed(0)
-    learner = Learner(tiny_model_path, LearnerSettings(lora=LORA), ["shared"])
+    learner = LocalLearner(tiny_model_path, LearnerSettings(lora=LORA), ["shared"])
     _randomise_lora_b(learner)
     return learner
 
 
-def _randomise_lora_b(learner: Learner) -> None:
+def _randomise_lora_b(learner: LocalLearner) -> None:
     with torch.no_grad():  # nonzero lora_B, so lora_A gets gradient too
         for name, param in learner.model.named_parameters():
             if "lora_B" in name:
@@ -40,7 +41,7 @@ def _randomise_lora_b(learner: Learner) -> None:
 def make_learner(base_learner):
     """The module's learner (weights never change here: no optimizer step) with new settings."""
 
-    def make(**settings) -> Learner:
+    def make(**settings) -> LocalLearner:
         base_learner.settings = LearnerSettings(lora=LORA, **settings)
         return base_learner
 
@@ -72,7 +73,7 @@ def _accumulate(learner, samples, logp_old_shift=None):
     if logp_old_shift is not None:
         with torch.no_grad():
             for batch in batches:
-                batch.logp_old = learner._token_logprobs(batch)[0] - logp_old_shift
+                batch.logp_old = learner.scorer.token_logprobs(batch)[0] - logp_old_shift
     return learner._accumulate(batches)
 
 
@@ -313,7 +314,7 @@ def test_ppo_epochs_measure_ratios_against_the_first_pass(tiny_model_path):
     """Epoch 2 compares π_θ with the log-probs of the first pass (π_old), not with itself: after
     a large first update its ratios leave the trust region and the clip binds."""
     torch.manual_seed(0)
-    learner = Learner(
+    learner = LocalLearner(
         tiny_model_path,
         LearnerSettings(lora=LORA, lr=0.05, epochs=2, aggregation="token-mean", tis_cap=None),
         ["shared"],
@@ -332,7 +333,7 @@ def test_step_counts_versions_and_reports_its_metrics(tiny_model_path):
     included), and the metrics the dashboard and `selfplay analyze` read have their names and
     values: samples, model tokens, a finite gradient norm, seconds and tokens per second."""
     torch.manual_seed(0)
-    learner = Learner(tiny_model_path, LearnerSettings(lora=LORA, lr=1e-3), ["shared"])
+    learner = LocalLearner(tiny_model_path, LearnerSettings(lora=LORA, lr=1e-3), ["shared"])
     assert learner.version == 0 and learner.device == torch.device("cpu")
     assert learner.step([]) == {"train/samples": 0.0}
     assert learner.version == 1
@@ -351,11 +352,11 @@ def test_step_counts_versions_and_reports_its_metrics(tiny_model_path):
 
 def test_lora_without_adapter_names_is_refused_in_one_line(tiny_model_path):
     with pytest.raises(ValueError, match="^LoRA training needs at least one adapter name$"):
-        Learner(tiny_model_path, LearnerSettings(lora=LORA), [])
+        LocalLearner(tiny_model_path, LearnerSettings(lora=LORA), [])
 
 
 def test_a_full_fine_tune_ignores_adapter_names(tiny_model_path):
-    learner = Learner(tiny_model_path, LearnerSettings(lora=None), ["shared"])
+    learner = LocalLearner(tiny_model_path, LearnerSettings(lora=None), ["shared"])
     assert learner.adapters == []
     assert learner.score(_samples([1.0, 1.0, 1.0]))  # no set_adapter on a model without LoRA
 
@@ -368,7 +369,7 @@ def test_gradient_checkpointing_with_lora_gives_the_same_gradient(tiny_model_pat
     grads, runs = [], []
     for checkpointing in (False, True):
         torch.manual_seed(0)
-        learner = Learner(
+        learner = LocalLearner(
             tiny_model_path,
             LearnerSettings(lora=LORA, gradient_checkpointing=checkpointing, share_prefix=False),
             ["shared"],

@@ -11,15 +11,16 @@ import torch
 import selfplay.training.learner
 from selfplay.core.errors import UserError
 from selfplay.rl.losses import LogitTransform
-from selfplay.training.learner import Learner, LearnerSettings, logit_transform, naive_logprobs
+from selfplay.training.base import LearnerSettings
+from selfplay.training.learner import LocalLearner, logit_transform, naive_logprobs
 from tests.test_learner_loss import LORA, _full_logprobs, _randomise_lora_b, _samples
 
 ADAPTERS = ["alpha", "beta"]
 
 
-def _learner(path, seed: int) -> Learner:
+def _learner(path, seed: int) -> LocalLearner:
     torch.manual_seed(seed)
-    learner = Learner(path, LearnerSettings(lora=LORA, lr=1e-2), ADAPTERS)
+    learner = LocalLearner(path, LearnerSettings(lora=LORA, lr=1e-2), ADAPTERS)
     _randomise_lora_b(learner)
     return learner
 
@@ -86,7 +87,7 @@ def test_adapter_weights_are_that_adapters_lora_tensors_copied(tiny_model_path):
 
 
 def test_the_dtype_setting_is_the_dtype_trained_in(tiny_model_path):
-    learner = Learner(tiny_model_path, LearnerSettings(lora=None, dtype="bfloat16"))
+    learner = LocalLearner(tiny_model_path, LearnerSettings(lora=None, dtype="bfloat16"))
     assert {p.dtype for p in learner.model.parameters()} == {torch.bfloat16}
     (scored,) = learner.score(_samples([1.0, 1.0, 1.0])[:1])
     assert len(scored) == 4 and all(x < 0 for x in scored)
@@ -165,7 +166,7 @@ def test_the_learner_names_the_model_it_refuses(tiny_model_path, monkeypatch):
 
     monkeypatch.setattr(selfplay.training.learner, "load_causal_lm", load)
     with pytest.raises(UserError, match=f"^model {tiny_model_path}: its logits are not reproduced"):
-        Learner(tiny_model_path, LearnerSettings(lora=None))
+        LocalLearner(tiny_model_path, LearnerSettings(lora=None))
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.25])
@@ -174,7 +175,7 @@ def test_weight_decay_is_the_configured_one(tiny_model_path, weight_decay):
     decay moves the weights: p ← p·(1 − lr·λ) exactly (torch's default λ would be 0.01)."""
     torch.manual_seed(0)
     settings = LearnerSettings(lora=LORA, lr=0.1, weight_decay=weight_decay)
-    learner = Learner(tiny_model_path, settings, ["shared"])
+    learner = LocalLearner(tiny_model_path, settings, ["shared"])
     _randomise_lora_b(learner)
     before = _trainable(learner)
     learner.step(_samples([0.0, 0.0, 0.0]))
@@ -185,7 +186,7 @@ def test_weight_decay_is_the_configured_one(tiny_model_path, weight_decay):
 def test_adapters_named_like_modules_train_only_their_lora_tensors(tiny_model_path):
     """Adapter (role) names are free text: ones that also name model modules ("mlp",
     "self_attn") must not make the base weights under those modules trainable."""
-    learner = Learner(tiny_model_path, LearnerSettings(lora=LORA), ["mlp", "self_attn"])
+    learner = LocalLearner(tiny_model_path, LearnerSettings(lora=LORA), ["mlp", "self_attn"])
     trainable = [n for n, p in learner.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     assert any(".mlp." in n and "lora_" not in n for n, _ in learner.model.named_parameters())
@@ -201,13 +202,13 @@ def test_learned_absolute_positions_score_like_the_models_own_forward(tmp_path):
     config = GPT2Config(vocab_size=300, n_positions=64, n_embd=32, n_layer=2, n_head=2,
                         bos_token_id=0, eos_token_id=0)
     GPT2LMHeadModel(config).save_pretrained(tmp_path)
-    learner = Learner(tmp_path, LearnerSettings(lora=None, share_prefix=True))
+    learner = LocalLearner(tmp_path, LearnerSettings(lora=None, share_prefix=True))
     prompt = [(7 * i) % 300 for i in range(5)]
     samples = _samples([1.0, 1.0, 1.0], prompt=prompt)
     batches = learner._micro_batches(samples)
     assert len(batches) == 1 and batches[0].prefix_ids is not None
     with torch.no_grad():
-        shared = learner._token_logprobs(batches[0])[0].tolist()
+        shared = learner.scorer.token_logprobs(batches[0])[0].tolist()
         plain = sum(learner.score(samples), [])  # one sample per batch: no shared prefix
     expected = []
     for sample in samples:

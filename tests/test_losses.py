@@ -189,7 +189,7 @@ def test_chunked_logprobs_apply_a_logit_scale_of_two():
 
 
 def test_nucleus_keeps_the_token_whose_preceding_mass_equals_p():
-    """The hf engine's rule (engines/hf.py `_top_p_filter`): outside iff preceding mass > p, so
+    """The hf engine's rule (engines/sampling.py `top_p_filter`): outside iff preceding mass > p, so
     with p equal to the mass before the k-th token that token is still drawn."""
     torch.manual_seed(5)
     logits = torch.randn(1, 12)

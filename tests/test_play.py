@@ -50,8 +50,9 @@ def test_play_loads_the_runs_trained_adapter(tmp_path, tiny_model_path):
     world = build(config, run_dir, resume=False)
     world.loop.grade = varied_grade
     run(world, 0)
-    engine, adapter = load_policy(str(run_dir), "embedded")
-    assert adapter == "shared"
+    opponent = load_policy(str(run_dir), "embedded")
+    engine = opponent.policy._engine
+    assert opponent.adapter == "shared"
     trained = world.learner.adapter_weights("shared")
     served = dict(engine.model.named_parameters())
     lora_b = [k for k in trained if "lora_B" in k]

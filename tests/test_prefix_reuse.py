@@ -5,7 +5,8 @@ a store that stays within its budget."""
 import pytest
 import torch
 
-from selfplay.engines.hf import MIN_SHARED_PREFIX, HFEngine, LoraSpec
+from selfplay.engines.hf import MIN_SHARED_PREFIX, HFEngine
+from selfplay.engines.lora import LoraSpec
 from selfplay.engines.prefix import PrefixStore, common_prefix_length, group_by_prefix
 from selfplay.types import Request, SamplingParams
 

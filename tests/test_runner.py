@@ -1,5 +1,6 @@
 """The runner end to end on the tiny model: own adapters per role, episodes, metrics, report."""
 
+import dataclasses
 import json
 
 import torch
@@ -12,7 +13,8 @@ from tests.conftest import tiny_config, varied_grade
 
 def test_own_adapters_per_role_and_run_outputs(tmp_path, tiny_model_path, monkeypatch):
     # a second role the loop declares but never asks: its adapter must stay apart and untrained
-    monkeypatch.setitem(RlvrLoop.prompt_fields, "critic", ("question",))
+    roles = {**RlvrLoop.spec.roles, "critic": ("question",)}
+    monkeypatch.setattr(RlvrLoop, "spec", dataclasses.replace(RlvrLoop.spec, roles=roles))
     data = tiny_config(tmp_path, train={"steps": 2, "lr": 5e-2})
     data["roles"] = {
         "solver": {"prompt": "solver_terse", "adapter": "own"},

@@ -243,7 +243,7 @@ def test_shipped_experiments_prompts_read_only_fields_their_loop_fills() -> None
 
     for name in list_experiments():
         config = load_experiment(name)
-        for role, filled in loop_class(config.loop).prompt_fields.items():
+        for role, filled in loop_class(config.loop).spec.roles.items():
             if role in config.roles:
                 read = load_role(config.roles[role].prompt).fields()
                 assert read <= set(filled), (name, role, read - set(filled))

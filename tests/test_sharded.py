@@ -13,9 +13,11 @@ import torch
 ray = pytest.importorskip("ray")
 
 from selfplay.core.errors import UserError  # noqa: E402
-from selfplay.engines.hf import LoraSpec  # noqa: E402
-from selfplay.training.learner import Learner, LearnerSettings  # noqa: E402
-from selfplay.training.sharded import ParallelSettings, ShardedLearner, deal  # noqa: E402
+from selfplay.engines.lora import LoraSpec  # noqa: E402
+from selfplay.training.base import LearnerSettings  # noqa: E402
+from selfplay.training.learner import LocalLearner  # noqa: E402
+from selfplay.training.rank_worker import ParallelSettings  # noqa: E402
+from selfplay.training.sharded import ShardedLearner, deal  # noqa: E402
 from selfplay.types import Sample, Turn  # noqa: E402
 
 LORA = LoraSpec(r=4, alpha=8)
@@ -59,7 +61,7 @@ def pair(tiny_model_path, settings: LearnerSettings, adapters: list[str]):
     LoRA initialisations are the same)."""
     torch.manual_seed(0)
     state = torch.get_rng_state()
-    one = Learner(tiny_model_path, settings, adapters)
+    one = LocalLearner(tiny_model_path, settings, adapters)
     after = torch.get_rng_state()
     torch.set_rng_state(state)
     two = ShardedLearner(tiny_model_path, settings, adapters, ParallelSettings(ranks=2))
@@ -147,7 +149,7 @@ def test_a_checkpoint_loads_on_another_number_of_ranks(tiny_model_path, tmp_path
         assert_same_step(one, two, samples())
         two.save(tmp_path / "two")
         one.save(tmp_path / "one")
-        reloaded = Learner(tiny_model_path, settings, ["shared"])
+        reloaded = LocalLearner(tiny_model_path, settings, ["shared"])
         reloaded.load(tmp_path / "two")
         assert reloaded.version == 1
         assert_close(two.trainable_weights(), reloaded.trainable_weights())

@@ -211,15 +211,16 @@ def test_pool_opponent_snapshots_into_the_engine(tmp_path, tiny_model_path):
     in the engine, evicts them, and serves them again in a fresh engine after a resume."""
     import torch
 
-    from selfplay.engines.hf import HFEngine, LoraSpec
+    from selfplay.engines.hf import HFEngine
+    from selfplay.engines.lora import LoraSpec
     from selfplay.running.snapshots import PolicySnapshots
-    from selfplay.training.learner import Learner, LearnerSettings
+    from selfplay.training.learner import LearnerSettings, LocalLearner
 
     config = spiral_config(tmp_path, opponent={"kind": "pool", "pool_size": 2, "refresh_every": 1})
     loop = SpiralLoop(config)
     lora = LoraSpec(r=4, alpha=8)
     engine = HFEngine(tiny_model_path, lora=lora, adapters=["shared"])
-    learner = Learner(tiny_model_path, LearnerSettings(lora=lora), adapters=["shared"])
+    learner = LocalLearner(tiny_model_path, LearnerSettings(lora=lora), adapters=["shared"])
     snapshots = PolicySnapshots(learner, engine, BatchingPolicy(engine))
     for step in range(3):
         with torch.no_grad():  # a different policy at every step

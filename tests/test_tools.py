@@ -14,13 +14,15 @@ import pytest
 import torch
 
 from sandbox import SandboxLimits, SandboxPool
-from selfplay.engines.hf import HFEngine, LoraSpec
+from selfplay.engines.hf import HFEngine
+from selfplay.engines.lora import LoraSpec
 from selfplay.engines.models import load_tokenizer
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.engines.tools import CLOSE_FENCE, STOP, ToolSettings, extract_code, tool_rollout
 from selfplay.loops import validate
 from selfplay.loops.rlvr import RlvrLoop
-from selfplay.training.learner import Learner, LearnerSettings
+from selfplay.training.base import LearnerSettings
+from selfplay.training.learner import LocalLearner
 from selfplay.types import Completion, Request, Sample, SamplingParams
 from tests.conftest import tiny_config
 
@@ -36,7 +38,7 @@ def tokenizer(tiny_model_path):
 
 @pytest.fixture(scope="module")
 def learner(tiny_model_path):
-    return Learner(tiny_model_path, LearnerSettings(lora=LORA), adapters=["shared"])
+    return LocalLearner(tiny_model_path, LearnerSettings(lora=LORA), adapters=["shared"])
 
 
 @pytest.fixture(scope="module")

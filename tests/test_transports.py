@@ -10,9 +10,12 @@ import torch
 from selfplay.core.errors import UserError
 from selfplay.engines.base import read_weights_file
 from selfplay.engines.buckets import pack, plan, unpack
-from selfplay.engines.hf import HFEngine, LoraSpec
+from selfplay.engines.hf import HFEngine
+from selfplay.engines.lora import LoraSpec
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.running.transports import (
+from selfplay.training.base import LearnerSettings
+from selfplay.training.learner import LocalLearner
+from selfplay.training.sync import (
     DirectTransport,
     FilesystemTransport,
     Probe,
@@ -20,7 +23,6 @@ from selfplay.running.transports import (
     WeightSync,
     choose_transport,
 )
-from selfplay.training.learner import Learner, LearnerSettings
 from selfplay.types import Sample, Turn
 
 LORA = LoraSpec(r=4, alpha=8)
@@ -35,7 +37,7 @@ class Lost:
         return 0
 
 
-def trained(learner: Learner) -> Learner:
+def trained(learner: LocalLearner) -> LocalLearner:
     """A large step (lr 0.5), so the new policy's log-probs differ from the old one's."""
     adapter = learner.adapters[0] if learner.adapters else "shared"
     good, bad = ([Turn("r", list(range(200, 220)), c, [-1.0] * 4, [1] * 4, "", adapter=adapter)]
@@ -46,7 +48,7 @@ def trained(learner: Learner) -> Learner:
 
 @pytest.fixture
 def pair(tiny_model_path):
-    learner = Learner(tiny_model_path, LearnerSettings(lora=LORA, lr=0.5), ["shared"])
+    learner = LocalLearner(tiny_model_path, LearnerSettings(lora=LORA, lr=0.5), ["shared"])
     engine = HFEngine(tiny_model_path, lora=LORA, adapters=["shared"])
     return learner, engine, BatchingPolicy(engine), Probe.of(engine.tokenizer, 8)
 
@@ -88,10 +90,7 @@ def test_transport_choice(pair, tmp_path) -> None:
     assert choose_transport("filesystem", engine, tmp_path, learner, 1).name == "filesystem"
 
     class Pool:  # what choose_transport reads of a RayEnginePool
-        replica_count, address = 2, None
-
-        def load_weights_from(self, adapter, path):
-            pass
+        placement, address = "pool", None
 
     assert choose_transport("auto", Pool(), tmp_path, learner, 1).name == "object_store"
     Pool.address = "auto"  # replicas on other machines: files they can all read

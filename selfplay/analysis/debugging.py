@@ -1,9 +1,10 @@
 """What a person debugging a run reads first: transcripts (prompt → reply → parsed action → why
 it was invalid), the invalid reasons per step with counts, and replies cut at the token budget.
 
-Everything here comes from ``episodes/step-N.jsonl``: a turn's ``prompt_text`` and ``text``, its
-completion length, and the episode's ``info`` (``invalid_by``, ``invalid_by_kind``,
-``invalid_reason``, ``winner`` for games; ``answer``, ``gold``, ``correct`` for question loops).
+Everything here comes from ``episodes/step-N.jsonl``: a turn's ``prompt_text``, its reply
+(``prefill`` + ``text``), its completion length, and the episode's ``info`` (``invalid_by``,
+``invalid_by_kind``, ``invalid_reason``, ``winner`` for games; ``answer``, ``gold``,
+``correct`` for question loops).
 The parsed action is extracted again from the reply, as the game loop does.
 """
 
@@ -216,6 +217,12 @@ def _outcome(episode: dict) -> str:
     )
 
 
+def reply_of(turn: dict) -> str:
+    """The whole reply the loop parsed: the prompt's prefill, then what the model wrote (runs
+    from before turns recorded their prefill: the text alone)."""
+    return (turn.get("prefill") or "") + (turn.get("text") or "")
+
+
 def _parsed(turn: dict, episode: dict, lenient: bool) -> str:
     if not is_game(episode):
         answer = (episode.get("info") or {}).get("answer")
@@ -223,7 +230,7 @@ def _parsed(turn: dict, episode: dict, lenient: bool) -> str:
     try:
         from games import extract_action
 
-        action = extract_action(turn.get("text") or "", lenient=lenient)
+        action = extract_action(reply_of(turn), lenient=lenient)
     except Exception:  # a plug-in game's text the parser cannot read: say so, never fail
         return "(could not parse)"
     return "none (no \\boxed{} action)" if action is None else action
@@ -250,7 +257,7 @@ def episode_html(episode: dict, budget: int | None, lenient: bool) -> str:
         rows.append(
             "<tr>"
             f"<td>{html.escape(str(turn.get('role', '?')))}</td>"
-            f"<td>{prompt_html}{_text_block(turn.get('text'))}</td>"
+            f"<td>{prompt_html}{_text_block(reply_of(turn))}</td>"
             f"<td><code>{html.escape(_parsed(turn, episode, lenient))}</code></td>"
             f"<td class='{'bad' if index == offender else ''}'>{html.escape(verdict)}</td>"
             f"<td class='{'bad' if cut else ''}'>{tokens}"

@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from curricula.samplers import Curriculum, CurriculumSettings, Group
+from curricula.curriculum import Curriculum, Group
+from curricula.settings import CurriculumSettings
 from curricula.student import StudentRun, StudentSettings, simulate
 
 RETIRE = 0.9  # ScaleRL's rule, on for every sampler but the plain uniform baseline
@@ -115,8 +116,14 @@ def timing_buffer(knobs: dict, rng: np.random.Generator) -> Curriculum:
         Group(int(i), int(k), 8, [1.0] * int(k) + [0.0] * (8 - int(k)))
         for i, k in zip(seen, rng.integers(0, 9, len(seen)), strict=True)
     ]
-    curriculum.record(groups, step=0)
+    curriculum.report(groups, step=0)
     return curriculum
+
+
+def draw(curriculum: Curriculum, step: int) -> None:
+    """One batch from the sampler itself (``Curriculum.draw`` would also keep what the step
+    drew, which a timing loop never reports)."""
+    curriculum.sampler.sample(curriculum.buffer, TIMED_BATCH, step)
 
 
 def time_samplers(trials: int = 5, batches: int = 20) -> list[dict]:
@@ -129,11 +136,11 @@ def time_samplers(trials: int = 5, batches: int = 20) -> list[dict]:
     step = 1
     for _ in range(trials):
         for name, curriculum in curricula.items():
-            curriculum.sample(TIMED_BATCH, step)  # warm-up (caches after new results)
+            draw(curriculum, step)  # warm-up (caches after new results)
             start = time.perf_counter()
             for _ in range(batches):
                 step += 1
-                curriculum.sample(TIMED_BATCH, step)
+                draw(curriculum, step)
             seconds[name].append((time.perf_counter() - start) / (batches * TIMED_BATCH))
     base = statistics.median(seconds["uniform"])
     return [

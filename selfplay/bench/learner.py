@@ -36,14 +36,14 @@ def _run_side(
     import transformers
 
     transformers.logging.set_verbosity_error()
-    from selfplay.engines.hf import LoraSpec
+    from selfplay.engines.lora import LoraSpec
     from selfplay.engines.models import resolve_model_path
-    from selfplay.training.learner import Learner, LearnerSettings, naive_logprobs
+    from selfplay.training.learner import LearnerSettings, LocalLearner, naive_logprobs
     from selfplay.types import Sample, Turn
 
     torch.set_num_threads(max(torch.get_num_threads(), 1))
     path = resolve_model_path(model)
-    learner = Learner(
+    learner = LocalLearner(
         path,
         LearnerSettings(
             lora=LoraSpec(),

@@ -334,19 +334,22 @@ def run_trl(config, steps: int) -> dict:
 
 
 def run_ours(config, steps: int) -> dict:
-    """Our synchronous steps (``runner.train_step``: collect, learn, weight sync), as ``run``
-    takes them, without the checkpoint and report ``run`` writes after the last step."""
-    from selfplay.running.runner import build, new_run_dir, train_step
+    """Our synchronous steps (``runner.step``: collect, learn, weight sync), as ``run`` takes
+    them, without the checkpoints and the report ``run`` writes."""
+    from selfplay.running.rollouts import SyncRollouts
+    from selfplay.running.runner import build, eval_due, new_run_dir, step
 
     rows, rewards = [], []
     with tempfile.TemporaryDirectory(prefix="bench-peer-ours-") as tmp:
         config.run_dir = tmp
+        config.checkpoint.every = config.train.steps = steps + 1  # no checkpoint is due
         world = build(config, new_run_dir(config), resume=False)
+        rollouts = SyncRollouts(world.loop, world.policy, lambda n: eval_due(world.loop, n))
         ready = rss_kib()
         try:
-            for step in range(steps):
+            for number in range(steps):
                 threads = _torch_threads()
-                m = train_step(world, step)
+                m = step(world, number, rollouts)
                 rows.append(
                     {
                         "seconds": m["time/step_seconds"],
@@ -359,7 +362,7 @@ def run_ours(config, steps: int) -> dict:
                     }
                 )
                 rewards.append(m.get("reward/solver", float("nan")))
-                progress("ours", step + 1, steps, rows[-1])
+                progress("ours", number + 1, steps, rows[-1])
             peak = peak_rss_kib()
         finally:
             world.logger.close()

@@ -54,7 +54,7 @@ def _samples(vocab: int):
 
 
 def _settings(config):
-    from selfplay.running.runner import learner_settings
+    from selfplay.training.make import learner_settings
 
     return learner_settings(config)
 
@@ -64,12 +64,12 @@ def one_rank(model: str, finetune: str, steps: int) -> dict:
     import torch  # noqa: F401  (imported before the baseline, as in a rank)
 
     from selfplay.engines.models import resolve_model_path
-    from selfplay.training.learner import Learner
+    from selfplay.training.learner import LocalLearner
     from selfplay.training.rank_worker import MemoryWatch
 
     config = _experiment(model, finetune, 1)
     watch = MemoryWatch()
-    learner = Learner(resolve_model_path(model), _settings(config), config.adapters())
+    learner = LocalLearner(resolve_model_path(model), _settings(config), config.adapters())
     samples = _samples(learner.model.config.vocab_size)
     learner.step(samples)  # warm-up
     start = time.perf_counter()
@@ -81,7 +81,8 @@ def one_rank(model: str, finetune: str, steps: int) -> dict:
 
 def n_ranks(model: str, finetune: str, ranks: int, steps: int) -> dict:
     from selfplay.engines.models import resolve_model_path
-    from selfplay.training.sharded import ParallelSettings, ShardedLearner
+    from selfplay.training.rank_worker import ParallelSettings
+    from selfplay.training.sharded import ShardedLearner
 
     config = _experiment(model, finetune, ranks)
     learner = ShardedLearner(resolve_model_path(model), _settings(config), config.adapters(),

@@ -182,11 +182,11 @@ class StepClock:
         evaluations generate too, outside ``rollout/seconds``)."""
 
         async def counted(*args, **kwargs):
-            before = dict(getattr(self.engine, "stats", {}))
+            before = dict(self.engine.stats)
             try:
                 return await collect(*args, **kwargs)
             finally:
-                for key, value in getattr(self.engine, "stats", {}).items():
+                for key, value in self.engine.stats.items():
                     with self._lock:
                         self.totals[key] = self.totals.get(key, 0.0) + value - before.get(key, 0)
 

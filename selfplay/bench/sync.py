@@ -43,13 +43,14 @@ def _config(model: str, finetune: str, cluster: str):
 def _measure(model: str, finetune: str, transport: str, cluster: str, syncs: int) -> dict:
     from selfplay.engines.models import resolve_model_path, tokenizer_for
     from selfplay.engines.policy import BatchingPolicy
-    from selfplay.running.runner import build_engine, learner_settings
-    from selfplay.running.transports import Probe, choose_transport, probe_gap
-    from selfplay.training.learner import Learner
+    from selfplay.running.runner import build_engine
+    from selfplay.training.learner import LocalLearner
+    from selfplay.training.make import learner_settings
+    from selfplay.training.sync import Probe, choose_transport, probe_gap
 
     config = _config(model, finetune, cluster)
     path = resolve_model_path(model)
-    learner = Learner(path, learner_settings(config), config.adapters())
+    learner = LocalLearner(path, learner_settings(config), config.adapters())
     engine = build_engine(config, path)
     policy = BatchingPolicy(engine)
     probe = Probe.of(tokenizer_for(model), tokens=8)

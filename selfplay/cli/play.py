@@ -1,8 +1,16 @@
-"""``selfplay play GAME``: a person plays against a model in the terminal."""
+"""``selfplay play GAME``: a person plays against a model in the terminal.
+
+With ``--run`` the model is the run's latest trained weights, and a game run's policy plays as
+it did in the run: its own ``player`` prompt (its prefill included) and token budget, the move
+parsed from the whole reply (another loop's run plays with the built-in ``player`` prompt);
+without ``--run``, the bare model with the built-in ``player`` prompt.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -11,19 +19,44 @@ from rich.panel import Panel
 
 import games
 from games import extract_action, match_legal
-from roles import load_role
+from roles import RolePrompt, load_role
 from selfplay.core.errors import UserError
-from selfplay.types import Request, SamplingParams
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.loops.base import prompt_request
+from selfplay.types import Completion, SamplingParams
+
+PLAYER = "player"  # the role SPIRAL's runs play games as
+MAX_NEW_TOKENS = 64  # the bare model's budget (a run uses its own ``sampling.max_new_tokens``)
 
 
-def load_policy(run: str | None, model: str):
-    """An hf engine with the run's latest trained LoRA weights (or the bare model)."""
-    from selfplay.engines.hf import HFEngine, lora_spec
+@dataclass
+class Opponent:
+    """The model side of a game: its policy, the adapter serving it, its prompt and budget."""
+
+    policy: BatchingPolicy
+    adapter: str
+    prompt: RolePrompt
+    max_new_tokens: int
+
+    def move(self, observation: str, player: int, example: str) -> Completion:
+        """One greedy reply to the game's observation."""
+        sampling = SamplingParams(temperature=0.0, max_new_tokens=self.max_new_tokens)
+        request = prompt_request(self.prompt, PLAYER, self.adapter, sampling,
+                                 observation=observation, player=player, example=example)
+        (completion,) = asyncio.run(self.policy.gather([self.policy(request)]))
+        return completion
+
+
+def load_policy(run: str | None, model: str) -> Opponent:
+    """The run's latest trained LoRA weights with its own player prompt, or the bare model."""
+    from selfplay.engines.hf import HFEngine
+    from selfplay.engines.lora import lora_spec
     from selfplay.engines.models import resolve_model_path
     from selfplay.running.checkpoint import Checkpointer, trainable_weights
 
     if run is None:
-        return HFEngine(resolve_model_path(model)), "base"
+        engine = HFEngine(resolve_model_path(model))
+        return Opponent(BatchingPolicy(engine), "base", load_role(PLAYER), MAX_NEW_TOKENS)
     from selfplay.running.runner import load_run_config
 
     run_dir = Path(run)
@@ -41,8 +74,12 @@ def load_policy(run: str | None, model: str):
     with torch.no_grad():
         for name, value in trainable_weights(latest).items():
             params[name].copy_(value)
-    role = next(iter(config.roles.values()))
-    return engine, role.adapter_name(next(iter(config.roles)))
+    policy, budget = BatchingPolicy(engine), config.sampling.max_new_tokens
+    if PLAYER in config.roles:  # a game run: its own player prompt, prefill and all
+        spec = config.roles[PLAYER]
+        return Opponent(policy, spec.adapter_name(PLAYER), load_role(spec.prompt), budget)
+    role = next(iter(config.roles))  # another loop's run: its weights, the built-in prompt
+    return Opponent(policy, config.roles[role].adapter_name(role), load_role(PLAYER), budget)
 
 
 def play(
@@ -55,8 +92,7 @@ def play(
     console: Console | None = None,
 ) -> dict:
     console = console or Console()
-    engine, adapter = load_policy(run, model)
-    prompt = load_role("player")
+    opponent = load_policy(run, model)
     game = games.make(game_id)
     game.reset(seed if seed is not None else random.randrange(2**31))
     while not game.done:
@@ -67,23 +103,10 @@ def play(
             action = input_fn("your action> ").strip()
             action = action if action.startswith("[") else f"[{action}]"
         else:
-            messages = prompt.render(
-                observation=game.observation(player),
-                player=player,
-                example=legal[0] if legal else "[action]",
-            )
-            (completion,) = engine.generate(
-                [
-                    Request(
-                        role="player",
-                        messages=messages,
-                        adapter=adapter,
-                        sampling=SamplingParams(temperature=0.0, max_new_tokens=64),
-                    )
-                ]
-            )
-            action = extract_action(completion.text, lenient=True) or "[no action]"
-            console.print(f"[bold]model[/]: {completion.text.strip()}\n[bold]→ {action}[/]")
+            example = games.example_action(game, player)
+            completion = opponent.move(game.observation(player), player, example)
+            action = extract_action(completion.reply, lenient=True) or "[no action]"
+            console.print(f"[bold]model[/]: {completion.reply.strip()}\n[bold]→ {action}[/]")
         result = game.step(match_legal(action, legal) or action if legal else action)
         if not result.valid:
             console.print(f"[red]invalid move by Player {player}: {result.reason}[/]")

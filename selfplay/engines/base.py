@@ -1,34 +1,99 @@
-"""The engine protocol every inference backend (``hf``, ``vllm``, Ray pools) implements."""
+"""The engine contract every inference backend (``hf``, ``vllm``, Ray pools) implements."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
 
 import torch
 
+from selfplay.core.errors import UserError
 from selfplay.types import Completion, Request
 
 BASE_ADAPTER = "base"  # requests for this adapter run on the bare base model (no LoRA)
 STABLE = "STABLE"  # the marker a weights folder gets once every file in it is complete
 
 
-@runtime_checkable
-class Engine(Protocol):
+Placement = Literal["process", "pool"]
+
+
+class Engine(ABC):
     """Batched generation with per-token log-probs, serving every role's adapter.
 
-    ``generate`` takes any mix of roles/adapters in one call and returns one completion per
-    request, in order. ``load_weights`` installs new weights for one adapter (LoRA tensors keyed
-    by their peft names) or, with ``adapter=None``, the full model's state dict.
+    Every member the platform uses is declared here; the ones an engine has nothing to do for
+    have a default (docs/architecture.md#the-engine). ``generate`` takes any mix of roles and
+    adapters in one call and returns one completion per request, in order. ``load_weights``
+    installs new weights for one adapter (LoRA tensors keyed by their peft names) or, with
+    ``adapter=None``, the full model's state dict.
     """
 
+    tokenizer: Any  # the model's tokenizer (chat template, counting and cutting text)
+    # where the engine runs, which decides how weights reach it (``training.sync``): "process"
+    # (this process: tensors handed over in memory) or "pool" (Ray replicas: the object store,
+    # or files on a cluster); ``address`` is the pool's Ray cluster (None: this machine)
+    placement: ClassVar[Placement] = "process"
+    address: str | None = None
+    # CPU threads to decode with, asked again at every decode step; async rollouts set it to
+    # lend generation the learner's cores while the learner is idle. None: torch's setting.
+    # Only an in-process CPU engine asks (``shares_cpu_with_learner``); others ignore it.
+    decode_threads: Callable[[], int] | None = None
+    shares_cpu_with_learner: bool = False
+    # where generation time goes (seconds and tokens of prefills and decode steps), summed
+    stats: Mapping[str, float] = MappingProxyType({})
+
+    # ------------------------------------------------------------------ generation
+    @abstractmethod
     def generate(self, requests: list[Request]) -> list[Completion]: ...
 
+    # ------------------------------------------------------------------ adapters
+    @abstractmethod
+    def add_adapter(self, adapter: str) -> None:
+        """Serve a new LoRA adapter (the base model until its weights are loaded)."""
+
+    def remove_adapter(self, adapter: str) -> None:
+        """Stop serving ``adapter`` (default: an unused adapter just stays loaded)."""
+
+    # ------------------------------------------------------------------ weights in
+    @abstractmethod
     def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor]) -> None: ...
 
-    def add_adapter(self, adapter: str) -> None: ...
+    def load_weights_from(self, adapter: str | None, path: str) -> None:
+        """``load_weights`` from a file of the filesystem weight transport (a pool's replicas
+        read it themselves, so only the path travels)."""
+        self.load_weights(adapter, read_weights_file(path))
 
-    def close(self) -> None: ...
+    def nccl_workers(self) -> int:
+        """Processes that receive an NCCL weight broadcast (0: this engine cannot)."""
+        return 0
+
+    def nccl_join(self, host: str, port: int, world_size: int) -> None:
+        """Join the trainer's NCCL group (blocks until the group is whole)."""
+        raise UserError(f"{type(self).__name__} has no NCCL weight receiver")
+
+    def nccl_receive(self, plan: list[dict]) -> None:
+        """Receive one broadcast of full weights laid out as ``plan``."""
+        raise UserError(f"{type(self).__name__} has no NCCL weight receiver")
+
+    # ------------------------------------------------------------------ one GPU for both
+    def sleep(self) -> None:
+        """Free the GPU for the learner's step, if the engine was built to (vLLM sleep mode)."""
+
+    def wake_up(self) -> None:
+        """Take the GPU back after ``sleep`` (nothing to do if it did not sleep)."""
+
+    # ------------------------------------------------------------------ checkpoints
+    def rng_state(self) -> Any:
+        """The sampler's random state, for checkpoints (None: the engine keeps none)."""
+        return None
+
+    def set_rng_state(self, state: Any) -> None:
+        """Restore ``rng_state()`` from a checkpoint."""
+
+    def close(self) -> None:
+        """Release the model and any processes."""
 
 
 def encode_request(tokenizer, request: Request) -> list[int]:

@@ -33,56 +33,12 @@ from pathlib import Path
 
 import torch
 
-from selfplay.config import LORA_TARGETS
-from selfplay.engines.base import BASE_ADAPTER, encode_request, read_weights_file
+from selfplay.engines.base import BASE_ADAPTER, Engine, encode_request
+from selfplay.engines.lora import LoraSpec, attach_adapters
 from selfplay.engines.models import load_causal_lm, load_tokenizer
 from selfplay.engines.prefix import LayerKV, PrefixGroup, PrefixStore, group_by_prefix
+from selfplay.engines.sampling import sample_rows, top_p_filter
 from selfplay.types import Completion, Request
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    """LoRA shape shared by the learner and every engine so weights sync one to one."""
-
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
-    target_modules: tuple[str, ...] = LORA_TARGETS
-
-    def peft_config(self):
-        from peft import LoraConfig
-
-        return LoraConfig(
-            r=self.r,
-            lora_alpha=self.alpha,
-            lora_dropout=self.dropout,
-            target_modules=list(self.target_modules),
-            task_type="CAUSAL_LM",
-        )
-
-
-def lora_spec(config) -> LoraSpec | None:
-    """The LoRA shape an experiment's ``train`` section asks for (None: full fine-tuning).
-
-    Here, next to ``LoraSpec``, so engines, the learner and the runner all reach it without an
-    import pointing upwards (engines → runner was a cycle)."""
-    if config.train.finetune == "full":
-        return None
-    lora = config.train.lora
-    return LoraSpec(
-        r=lora.r, alpha=lora.alpha, dropout=lora.dropout, target_modules=tuple(lora.target_modules)
-    )
-
-
-def attach_adapters(model, lora: LoraSpec, adapters: list[str]):
-    """Wrap ``model`` in peft with one LoRA adapter per name (lora_B = 0: starts as the base)."""
-    from peft import get_peft_model
-
-    peft_model = get_peft_model(model, lora.peft_config(), adapter_name=adapters[0])
-    for name in adapters[1:]:
-        peft_model.add_adapter(name, lora.peft_config())
-    return peft_model
-
 
 # Below this many shared tokens a separate prefix forward costs more than it saves here.
 MIN_SHARED_PREFIX = 32
@@ -133,8 +89,8 @@ class _Row:
     stop_string: str | None = None
 
 
-class HFEngine:
-    """Batched generation on a transformers model; implements ``selfplay.engines.base.Engine``."""
+class HFEngine(Engine):
+    """Batched generation on a transformers model in this process (an ``engines.base.Engine``)."""
 
     def __init__(
         self,
@@ -171,9 +127,10 @@ class HFEngine:
         self.prefix_store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_caching else None
         # where the time goes: seconds and tokens of prefills and decode steps, summed
         self.stats: Counter[str] = Counter()
-        # CPU threads to decode with, asked again at every step (async rollouts lend the
-        # learner's cores to generation while the learner is idle); None: leave torch's setting.
+        # asked again at every decode step (async rollouts lend the learner's cores to
+        # generation while the learner is idle); None: leave torch's setting
         self.decode_threads: Callable[[], int] | None = None
+        self.shares_cpu_with_learner = self.device.type == "cpu"
 
     # ------------------------------------------------------------------ protocol
     def generate(self, requests: list[Request]) -> list[Completion]:
@@ -200,10 +157,6 @@ class HFEngine:
         if unexpected:
             raise ValueError(f"adapter {adapter!r}: unexpected LoRA keys, e.g. {unexpected[0]}")
 
-    def load_weights_from(self, adapter: str | None, path: str) -> None:
-        """``load_weights`` from a file of the filesystem weight transport."""
-        self.load_weights(adapter, read_weights_file(path))
-
     def add_adapter(self, adapter: str) -> None:
         """A new LoRA adapter (zero lora_B: serves the base model until weights are loaded)."""
         if adapter in self.adapters:
@@ -221,6 +174,12 @@ class HFEngine:
         if adapter in self.adapters and len(self.adapters) > 1:
             self.model.delete_adapter(adapter)
             self.adapters.remove(adapter)
+
+    def rng_state(self) -> torch.Tensor:
+        return self.generator.get_state()
+
+    def set_rng_state(self, state: torch.Tensor) -> None:
+        self.generator.set_state(state)
 
     def close(self) -> None:
         del self.model
@@ -479,12 +438,12 @@ class HFEngine:
         else:
             top_ps = [row.top_p for row in rows]
             if any(p < 1.0 for p in top_ps):
-                weights = _top_p_filter(weights / total, top_ps)
+                weights = top_p_filter(weights / total, top_ps)
                 truncated = [p < 1.0 and not g for p, g in zip(top_ps, greedy, strict=True)]
                 log_kept = torch.where(
                     torch.tensor(truncated, device=logits.device), weights.sum(-1).log(), 0.0
                 )
-            tokens = _sample_rows(weights, self.generator)
+            tokens = sample_rows(weights, self.generator)
             if any(greedy):
                 is_greedy = torch.tensor(greedy, device=logits.device)
                 tokens = torch.where(is_greedy, logits.argmax(-1), tokens)
@@ -513,31 +472,3 @@ class HFEngine:
         tail_tokens = max(len(s) for s in row.stop) + 4
         tail = self.tokenizer.decode(row.tokens[-tail_tokens:], skip_special_tokens=True)
         return next((stop for stop in row.stop if stop in tail), None)
-
-
-def _sample_rows(weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row, drawn with probability proportional to ``weights``, by inverting the
-    CDF: one uniform number per row, where ``torch.multinomial`` draws an exponential for every
-    vocabulary entry (~37 ms a step for 32 rows x 49k tokens on 2 CPU cores).
-
-    The CDF is summed in float64: in float32 each increment is rounded to ~6e-8 of the running
-    total, which would distort the odds of the many tiny tail probabilities.
-    """
-    cdf = weights.double().cumsum_(-1)
-    draw = torch.rand(
-        (cdf.shape[0], 1), generator=generator, device=cdf.device, dtype=torch.float64
-    )
-    # u in (0, total]: the first index with cdf >= u always has a nonzero weight, and exists
-    target = (1.0 - draw) * cdf[:, -1:]
-    return torch.searchsorted(cdf, target).squeeze(1).clamp_(max=cdf.shape[1] - 1)
-
-
-def _top_p_filter(probs: torch.Tensor, top_ps: list[float]) -> torch.Tensor:
-    """Zero out tokens outside each row's nucleus (rows with top_p = 1 are left untouched)."""
-    if all(p >= 1.0 for p in top_ps):
-        return probs
-    top_p = torch.tensor(top_ps, device=probs.device)[:, None]
-    sorted_probs, order = probs.sort(dim=-1, descending=True)
-    outside = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the token that crosses p
-    sorted_probs = sorted_probs.masked_fill(outside, 0.0)
-    return torch.zeros_like(probs).scatter(1, order, sorted_probs)

@@ -109,8 +109,9 @@ class BatchingPolicy:
     def _generate(self, requests: list[Request]) -> list[Completion]:
         with self.lock:
             completions = self._engine.generate(requests)
-            for completion in completions:
+            for request, completion in zip(requests, completions, strict=True):
                 completion.policy_version = self.version
+                completion.prefill = request.prefill  # so ``completion.reply`` is the whole reply
             return completions
 
     @contextmanager

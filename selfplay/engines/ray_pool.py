@@ -22,7 +22,7 @@ from ray.exceptions import RayActorError
 
 from selfplay.core.errors import UserError
 from selfplay.core.machine import available_cores
-from selfplay.engines.base import read_weights_file
+from selfplay.engines.base import Engine, read_weights_file
 from selfplay.engines.models import load_tokenizer
 from selfplay.types import Completion, Request
 
@@ -95,9 +95,7 @@ class EngineActor:
         self.engine.wake_up()
 
     def remove_adapter(self, adapter: str) -> None:
-        remove = getattr(self.engine, "remove_adapter", None)
-        if remove is not None:  # VLLMEngine has none: an unused adapter just sits there
-            remove(adapter)
+        self.engine.remove_adapter(adapter)  # VLLMEngine: an unused adapter just sits there
 
     def close(self) -> None:
         self.engine.close()
@@ -147,13 +145,15 @@ def split_evenly(count: int, parts: int) -> list[tuple[int, int]]:
     return ranges
 
 
-class RayEnginePool:
-    """``replicas`` engines as Ray actors; implements ``selfplay.engines.base.Engine``.
+class RayEnginePool(Engine):
+    """``replicas`` engines as Ray actors behind one ``selfplay.engines.base.Engine``.
 
     ``engine_kwargs`` go to every replica's ``HFEngine`` (or ``VLLMEngine`` with
     ``backend="vllm"``) unchanged, except ``seed``: replica i of generation g samples with
     ``seed + i + replicas * g`` so replicas (and restarted ones) do not repeat each other.
     """
+
+    placement = "pool"
 
     def __init__(
         self,
@@ -253,17 +253,15 @@ class RayEnginePool:
             raise
 
     # one GPU for both: vLLM replicas colocated with learner ranks free it while they step
-    @property
-    def sleep_enabled(self) -> bool:
-        return bool(self.engine_kwargs.get("sleep"))
-
     def sleep(self) -> None:
-        self._broadcast("sleep")
-        self.sleeping = True
+        if self.engine_kwargs.get("sleep"):
+            self._broadcast("sleep")
+            self.sleeping = True
 
     def wake_up(self) -> None:
-        self._broadcast("wake_up")
-        self.sleeping = False
+        if self.sleeping:
+            self._broadcast("wake_up")
+            self.sleeping = False
 
     def load_weights_from(self, adapter: str | None, path: str) -> None:
         """Every replica reads the file itself (only the path travels: the filesystem weight
@@ -405,7 +403,7 @@ def build_ray_engine(
     ``num_gpus_per_replica``) when it has them, else 2 replicas of 1 CPU each; GPUs default to
     one per replica when the cluster has any and ``engine.device`` is not "cpu".
     """
-    from selfplay.engines.hf import lora_spec  # torch/transformers: import on use
+    from selfplay.engines.lora import lora_spec  # torch/transformers: import on use
 
     cluster, engine = config.cluster, config.engine
     replicas = replicas or getattr(cluster, "replicas", None) or 2

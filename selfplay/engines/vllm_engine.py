@@ -29,14 +29,14 @@ from typing import Any
 import torch
 
 from selfplay.core.machine import available_cores
-from selfplay.engines.base import BASE_ADAPTER, encode_request, read_weights_file
+from selfplay.engines.base import BASE_ADAPTER, Engine, encode_request
 from selfplay.types import Completion, Request
 
 BASE_ADAPTERS = (BASE_ADAPTER,)  # these names always run on the bare base model
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
 
 
-class VLLMEngine:
+class VLLMEngine(Engine):
     """Batched generation on vLLM; implements ``selfplay.engines.base.Engine``."""
 
     def __init__(
@@ -82,7 +82,7 @@ class VLLMEngine:
         if nccl_sync:  # the workers join the trainer's NCCL group (engines/vllm_sync.py)
             kwargs["worker_extension_cls"] = "selfplay.engines.vllm_sync.WeightReceiver"
         kwargs["enable_prefix_caching"] = prefix_caching
-        self.sleep_enabled, self.sleeping = sleep, False
+        self.sleep_enabled, self.sleeping, self.nccl_sync = sleep, False, nccl_sync
         self.llm = LLM(
             model=str(self.model_path),
             dtype=dtype,
@@ -114,8 +114,9 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------ one GPU for both
     def sleep(self) -> None:
-        """Level 1: weights to CPU memory, KV cache freed, while the learner uses the GPU."""
-        if not self.sleeping:
+        """Level 1: weights to CPU memory, KV cache freed, while the learner uses the GPU
+        (only an engine built with ``sleep=True``: ``engine.sleep``)."""
+        if self.sleep_enabled and not self.sleeping:
             self.llm.sleep(level=1)
             self.sleeping = True
 
@@ -125,25 +126,25 @@ class VLLMEngine:
             self.sleeping = False
 
     # ------------------------------------------------------------------ NCCL weight transport
-    def worker_count(self) -> int:
+    def nccl_workers(self) -> int:
+        """vLLM's worker processes, when built to receive (``nccl_sync``: its workers carry
+        ``engines/vllm_sync.WeightReceiver``)."""
+        if not self.nccl_sync:
+            return 0
         return self.llm.llm_engine.vllm_config.parallel_config.world_size
 
-    def init_weight_group(self, host: str, port: int, world_size: int) -> None:
+    def nccl_join(self, host: str, port: int, world_size: int) -> None:
         self.llm.collective_rpc("init_weight_group", args=(host, port, 1, world_size))
 
-    def receive_buckets(self, plan: list[dict]) -> None:
+    def nccl_receive(self, plan: list[dict]) -> None:
         self.llm.collective_rpc("receive_buckets", args=(plan,))
         self.llm.reset_prefix_cache()  # cached prefixes hold the old weights' keys/values
-
-    def load_weights_from(self, adapter: str | None, path: str) -> None:
-        """``load_weights`` from a file of the filesystem weight transport."""
-        self.load_weights(adapter, read_weights_file(path))
 
     def add_adapter(self, adapter: str) -> None:
         self._adapters.setdefault(adapter, None)
 
     def close(self) -> None:
-        if getattr(self, "llm", None) is None:
+        if self.llm is None:  # closed already
             return
         self.llm.llm_engine.engine_core.shutdown()
         self.llm = None

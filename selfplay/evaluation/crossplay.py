@@ -31,7 +31,7 @@ from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import Section, Table, fmt
 from selfplay.core.errors import UserError
 from selfplay.evaluation.run_model import RunModel, Snapshot
-from selfplay.types import Request
+from selfplay.loops.base import prompt_request
 
 SEED = 77_000
 
@@ -168,10 +168,9 @@ def solver_crossplay(model: RunModel, snapshots: list[Snapshot], per_snapshot: i
     loop_rng = random.Random(SEED + 1)
 
     async def solve(question: str, answer: str, solver: int) -> bool:
-        request = Request(role="eval", messages=prompt.render(question=question),
-                          adapter=_adapter(snapshots[solver].step),
-                          sampling=_sampling(model, loop_rng.randrange(2**31)))
-        text = (await model.policy(request)).text
+        request = prompt_request(prompt, "eval", _adapter(snapshots[solver].step),
+                                 _sampling(model, loop_rng.randrange(2**31)), question=question)
+        text = (await model.policy(request)).reply
         return answers_equal(extract_answer(text, lenient=True)[0], answer)
 
     jobs, meta = [], []

@@ -29,8 +29,9 @@ from roles import load_role
 from selfplay.core.errors import UserError
 from selfplay.core.jsonl import read_rows
 from selfplay.engines.tools import ToolSandbox, ToolSettings
+from selfplay.loops.base import prompt_request
 from selfplay.stats.passk import mean_pass_at_k
-from selfplay.types import Request, SamplingParams
+from selfplay.types import SamplingParams
 
 # Families of the offline `reasoning-gym` suite (those a run trained on are left out).
 HELDOUT_FAMILIES = (
@@ -52,8 +53,8 @@ class Problem:
 
 # ------------------------------------------------------------------ suites
 def training_families(config) -> set[str]:
-    """The reasoning-gym families the run trained on (a loop's ``tasks`` setting, as rlvr's)."""
-    return {t.name for t in getattr(config.settings, "tasks", None) or []}
+    """The reasoning-gym families the run trained on (its loop settings say which)."""
+    return config.settings.trained_families() if config.settings is not None else set()
 
 
 def load_suite(name: str, config, size: int) -> list[Problem]:
@@ -163,14 +164,13 @@ def solver_role(config) -> str:
 async def _answer(model, problem: Problem, sampling: SamplingParams, tool: ToolSandbox | None,
                   adapter: str) -> dict:
     prompt = load_role("tool_solver" if tool else "solver_terse")
-    request = Request(role="eval", messages=prompt.render(question=problem.question),
-                      adapter=adapter, sampling=sampling)
+    request = prompt_request(prompt, "eval", adapter, sampling, question=problem.question)
     calls = 0
     if tool is None:
-        text = (await model.policy(request)).text
+        text = (await model.policy(request)).reply
     else:
         rollout = await tool.rollout(model.policy, request)
-        text, calls = rollout.turn.text, rollout.tool_calls
+        text, calls = rollout.turn.reply, rollout.tool_calls
     answer, correct = grade(text, problem)
     return {"answer": answer, "correct": correct, "tool_calls": calls, "text": text[-400:]}
 
@@ -217,9 +217,9 @@ def evaluate(
     max_new = model.config.sampling.max_new_tokens
     settings = [("greedy", 1, 0.0), ("sampled", samples, temperature)]
     tool_modes: list[ToolSandbox | None] = [None]
-    if tool:  # the run's own tool settings (a loop's ``tool``, as rlvr's), else the defaults
-        tool_modes.append(ToolSandbox(getattr(model.config.settings, "tool", None)
-                                      or ToolSettings()))
+    if tool:  # the run's own tool settings (its loop settings say which), else the defaults
+        own = model.config.settings.tool_settings() if model.config.settings else None
+        tool_modes.append(ToolSandbox(own or ToolSettings()))
     rows, records = [], []
     try:
         for tool_mode in tool_modes:

@@ -78,7 +78,7 @@ def _load_into(model: torch.nn.Module, weights: dict[str, torch.Tensor], what: s
 
 def _export_adapter(config: ExperimentConfig, trainable: dict, adapter: str, folder: Path,
                     merge: bool) -> Path:
-    from selfplay.engines.hf import attach_adapters, lora_spec
+    from selfplay.engines.lora import attach_adapters, lora_spec
 
     base_path, base = _base_model(config)
     model = attach_adapters(base, lora_spec(config), [adapter])

@@ -17,13 +17,14 @@ from curricula.answers import last_boxed
 from roles import load_role
 from selfplay.core.errors import UserError
 from selfplay.core.jsonl import read_rows
+from selfplay.loops.base import prompt_request
 from selfplay.stats.judge import (
     JudgeCalibrationError,
     JudgeEstimate,
     counts_from_labels,
     judge_estimate,
 )
-from selfplay.types import Request, SamplingParams
+from selfplay.types import SamplingParams
 
 
 def parse_verdict(text: str) -> bool:
@@ -44,14 +45,11 @@ def load_calibration(path: Path) -> list[dict]:
 
 
 async def _verdict(policy, adapter: str, question: str, reference: str, response: str) -> bool:
-    request = Request(
-        role="judge",
-        messages=load_role("judge").render(question=question, reference=reference,
-                                           response=response),
-        adapter=adapter,
-        sampling=SamplingParams(temperature=0.0, max_new_tokens=32),
+    request = prompt_request(
+        load_role("judge"), "judge", adapter, SamplingParams(temperature=0.0, max_new_tokens=32),
+        question=question, reference=reference, response=response,
     )
-    return parse_verdict((await policy(request)).text)
+    return parse_verdict((await policy(request)).reply)
 
 
 def verdicts(policy, adapter: str, items: list[tuple[str, str, str]]) -> list[bool]:

@@ -15,7 +15,7 @@ from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.running import runner
 from selfplay.running.checkpoint import trainable_weights
-from selfplay.training.weights import adapter_weights_from_trainable
+from selfplay.training.sync import adapter_weights_from_trainable
 
 STEP_ZERO = 0  # the initial policy: the base model (LoRA adapters start at zero)
 

@@ -52,10 +52,13 @@ def loop_class(name: str) -> type[Loop]:
             f"unknown loop {name!r} (known: {', '.join(known_loops())}; or name a class as "
             "'module:Class')"
         )
-    from selfplay.loops.base import Loop  # torch-free, but heavier than this registry
+    from selfplay.loops.base import Loop, LoopSettings  # heavier than this registry
 
     if not (isinstance(cls, type) and issubclass(cls, Loop)):
         raise UserError(f"loop {name!r} is not a subclass of selfplay.loops.base.Loop")
+    if cls.Settings is not None and not issubclass(cls.Settings, LoopSettings):
+        raise UserError(f"loop {name!r}: its Settings must subclass "
+                        "selfplay.loops.base.LoopSettings (the runner reads eval_every from it)")
     return cls
 
 
@@ -79,6 +82,5 @@ def load_experiment(name_or_path: str, overrides: list[str] | None = None) -> Ex
 
 
 def make_loop(config: ExperimentConfig) -> Loop:
-    loop = loop_class(config.loop)(config)  # a missing role: its own one line, from here
-    loop.check_roles_are_played()
-    return loop
+    """The experiment's loop; a role or prompt that does not match it fails here in one line."""
+    return loop_class(config.loop)(config)

@@ -18,7 +18,6 @@ from curricula.answers import grade_answer
 from selfplay.config import Strict
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops.base import Loop
 from selfplay.types import Request
 
 
@@ -81,8 +80,7 @@ async def reasoning_accuracy(
 
     async def solve(task: RgTask) -> tuple[str, bool]:
         request = ask(task.entry)
-        completion = await policy(request)
-        reply = Loop.reply(request, completion)
+        reply = (await policy(request)).reply
         return task.family, grade_answer(reply, task.entry, task.dataset, lenient=True)["correct"]
 
     results = await policy.gather(solve(task) for task in tasks)

@@ -27,18 +27,17 @@ import numpy as np
 from pydantic import Field
 
 from curricula.answers import grade_answer
-from curricula.samplers import Curriculum, Group, groups_of
-from selfplay.config import Strict
+from curricula.curriculum import Curriculum, Group, groups_of
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.engines.tools import ToolSandbox, ToolSettings
-from selfplay.loops.base import Loop
+from selfplay.loops.base import Loop, LoopSettings, LoopSpec
 from selfplay.loops.reasoning import RgTask, TaskSpec, build_levelled_tasks
 from selfplay.types import Collected, Episode, Request, Turn
 
 ROLE = "solver"
 
 
-class RlvrSettings(Strict):
+class RlvrSettings(LoopSettings):
     tasks: list[TaskSpec]
     dataset_size: int = Field(64, ge=1)  # a small fixed set → the "sanity check" setting
     prompts_per_step: int = Field(4, ge=1)
@@ -46,22 +45,25 @@ class RlvrSettings(Strict):
     lenient: bool = True  # accept the last number when no \boxed{} is given
     format_reward: float = Field(0.0, ge=0)  # bonus for a \boxed{} answer
     eval_size: int = Field(32, ge=0)
-    eval_every: int = Field(0, ge=0)  # 0: only before and after training
     # train: the first eval_size training tasks (the sanity check); heldout: eval_size other
     # tasks from the same families and levels, never trained on
     eval_split: Literal["train", "heldout"] = "train"
     tool: ToolSettings | None = None  # set to give the solver a Python interpreter
 
+    def trained_families(self) -> set[str]:
+        return {task.name for task in self.tasks}
+
+    def tool_settings(self) -> ToolSettings | None:
+        return self.tool
+
 
 class RlvrLoop(Loop):
     name = "rlvr"
     Settings = RlvrSettings
-    prompt_fields = {ROLE: ("question",)}
-    curriculum_tasks = "tasks (rlvr.tasks)"
+    spec = LoopSpec(roles={ROLE: ("question",)}, tasks="tasks (rlvr.tasks)")
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.require_roles(ROLE)
         s: RlvrSettings = self.settings
         self.pool_tasks = build_levelled_tasks(s.tasks, s.dataset_size, config.seed)
         self.eval_tasks = (
@@ -100,7 +102,7 @@ class RlvrLoop(Loop):
     ) -> Episode:
         request = self.request(ROLE, greedy=greedy, question=task.entry["question"])
         turn, tool_info = await self.solve(policy, request)
-        grade = self.grade(turn.text, task)
+        grade = self.grade(turn.reply, task)  # the prompt's prefill starts the reply
         return Episode(
             loop=self.name,
             env=task.family,
@@ -119,24 +121,29 @@ class RlvrLoop(Loop):
         )
 
     # ---------------------------------------------------------------- one step
-    async def groups(self, policy: BatchingPolicy, step: int, indices: np.ndarray) -> list[Group]:
-        """``group_size`` answers to each drawn task, graded: what the curriculum records."""
-        size = self.settings.group_size
-        episodes = await policy.gather(
-            self.episode(policy, int(index), f"s{step}-t{index}", self.pool_tasks[int(index)])
-            for index in indices
-            for _ in range(size)
-        )
-        return groups_of(indices, episodes, size, ROLE)
-
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
-        count = min(self.settings.prompts_per_step, len(self.pool_tasks))
-        kept = await self.curriculum.fill(
-            count, step, lambda indices: self.groups(policy, step, indices)
-        )
+        """Draw tasks, answer each ``group_size`` times, report the outcomes; a sampler that
+        keeps only some groups (DAPO) draws again for the rest."""
+        wanted = min(self.settings.prompts_per_step, len(self.pool_tasks))
+        kept: list[Group] = []
+        tasks = self.curriculum.draw(wanted, step)
+        while len(tasks):
+            groups = await self.answer(policy, step, tasks)
+            kept += self.curriculum.report(groups, step)
+            tasks = self.curriculum.redraw(wanted - len(kept), step)
         episodes = [episode for group in kept for episode in group.payload]
         metrics = self.curriculum.metrics(step) | answer_metrics(episodes, self.tool is not None)
         return Collected(episodes, metrics)
+
+    async def answer(self, policy: BatchingPolicy, step: int, tasks: np.ndarray) -> list[Group]:
+        """``group_size`` graded answers to each task: one ``Group`` per task."""
+        size = self.settings.group_size
+        episodes = await policy.gather(
+            self.episode(policy, int(index), f"s{step}-t{index}", self.pool_tasks[int(index)])
+            for index in tasks
+            for _ in range(size)
+        )
+        return groups_of(tasks, episodes, [e.info["correct"] for e in episodes], ROLE)
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
         """Greedy accuracy on the evaluation tasks (``eval_split``), overall and per level."""

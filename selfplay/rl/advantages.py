@@ -119,12 +119,11 @@ def rae_samples(episodes: Iterable[Episode], baseline: RAEBaseline) -> list[Samp
 
 
 def _sample(turn, advantage: float, group_id: str, episode: Episode) -> Sample:
-    pass_rate = episode.info.get("pass_rate")
     return Sample(
         turn=turn,
         advantage=advantage,
         group_id=group_id,
-        pass_rate=pass_rate,
+        pass_rate=episode.pass_rate,
         info={"env": episode.env},
     )
 

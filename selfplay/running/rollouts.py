@@ -1,4 +1,6 @@
-"""Asynchronous rollouts: the episodes of step t+1 are collected while the learner trains step t.
+"""Where a step's episodes come from (``Rollouts``): collected when the step asks for them
+(``SyncRollouts``, ``rollout.mode: sync``), or ahead of it on a producer thread
+(``AsyncRollouts``): the episodes of step t+1 are collected while the learner trains step t.
 
 A single producer thread runs the loop's asyncio ``collect`` (and its evaluations); the learner
 stays on the main thread. Staleness is bounded by construction: the collection for step s starts
@@ -24,13 +26,15 @@ import asyncio
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from selfplay.core.errors import UserError
+from selfplay.engines.base import Engine
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop
 from selfplay.types import Collected
@@ -45,6 +49,51 @@ class Rollout:
     seconds: float
     tokens: int
     eval_metrics: dict[str, float]
+
+
+class Rollouts(Protocol):
+    """What the runner's step asks of its episode source (a context manager around the run)."""
+
+    def take(self, step: int) -> Rollout:
+        """This step's collection (evaluated first, when due)."""
+
+    def learning(self) -> AbstractContextManager:
+        """Around the learner's update (async: the learner keeps its cores)."""
+
+    def weights_synced(self) -> None:
+        """The engine serves the new weights (async: a waiting producer goes on)."""
+
+    def metrics(self) -> dict[str, float]:
+        """The source's own figures since the last call."""
+
+    def __enter__(self) -> Rollouts: ...
+
+    def __exit__(self, *exc_info) -> None: ...
+
+
+class SyncRollouts:
+    """Each step's episodes collected when the step asks for them, on this thread."""
+
+    def __init__(self, loop: Loop, policy: BatchingPolicy, evaluate_at: Callable[[int], bool]):
+        self.loop, self.policy, self.evaluate_at = loop, policy, evaluate_at
+
+    def take(self, step: int) -> Rollout:
+        return collect(self.loop, self.policy, step, self.evaluate_at(step))
+
+    def learning(self) -> AbstractContextManager:
+        return nullcontext()
+
+    def weights_synced(self) -> None:
+        """Nothing waits for them."""
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def __enter__(self) -> SyncRollouts:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        """Nothing runs in the background."""
 
 
 def collect(loop: Loop, policy: BatchingPolicy, step: int, evaluate: bool) -> Rollout:
@@ -74,19 +123,12 @@ def split_threads(engine_threads: int | None, learner_threads: int | None) -> tu
     return engine, learner
 
 
-def shares_cpu_with_learner(engine) -> bool:
-    """An in-process engine on the CPU competes with the learner for cores; a Ray pool, vLLM
-    (which pins its own threads) or a GPU engine does not, and then threads are left alone."""
-    from selfplay.engines.hf import HFEngine
-
-    return isinstance(engine, HFEngine) and engine.device.type == "cpu"
-
-
 class AsyncRollouts:
-    """Iterate over collected ``Rollout``s, produced up to ``max_staleness`` steps ahead.
+    """Collected ``Rollout``s, produced up to ``max_staleness`` steps ahead on a thread.
 
-    Use as a context manager; after each learner step and weight sync call ``weights_synced()``
-    so a producer waiting for newer weights can go on.
+    Use as a context manager; ``take(step)`` waits for the step's collection; after each
+    learner step and weight sync call ``weights_synced()`` so a producer waiting for newer
+    weights can go on.
     """
 
     def __init__(
@@ -96,18 +138,20 @@ class AsyncRollouts:
         steps: range,
         max_staleness: int,
         evaluate_at: Callable[[int], bool],
+        engine: Engine,
         engine_threads: int | None = None,
         learner_threads: int | None = None,
-        engine=None,
     ) -> None:
         """``engine``: the engine behind ``policy``; an in-process CPU engine shares the cores
-        with the learner, and its decode threads then follow the learner's."""
+        with the learner (``shares_cpu_with_learner``), and its decode threads then follow the
+        learner's; a Ray pool, vLLM (which pins its own threads) or a GPU engine is left alone
+        unless threads are asked for explicitly."""
         self.loop, self.policy, self.engine = loop, policy, engine
         self.steps = steps
         self.max_staleness = max_staleness
         self.evaluate_at = evaluate_at
         self.engine_threads, self.learner_threads = split_threads(engine_threads, learner_threads)
-        self.split_cores = shares_cpu_with_learner(engine) or bool(
+        self.split_cores = engine.shares_cpu_with_learner or bool(
             engine_threads or learner_threads
         )
         self._ready: queue.Queue = queue.Queue()
@@ -138,17 +182,18 @@ class AsyncRollouts:
             self._set_decode_threads(None)
         torch.set_num_threads(self._saved_threads)
 
-    def __iter__(self) -> Iterator[Rollout]:
-        for _ in self.steps:
-            start = time.perf_counter()
-            item = self._ready.get()
-            self._waited += time.perf_counter() - start
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+    def take(self, step: int) -> Rollout:
+        start = time.perf_counter()
+        item = self._ready.get()
+        self._waited += time.perf_counter() - start
+        if isinstance(item, BaseException):
+            raise item
+        if item.step != step:  # the producer runs the same range of steps, in order
+            raise RuntimeError(f"async rollouts: step {step} asked, step {item.step} collected")
+        return item
 
     @contextmanager
-    def learner_training(self):
+    def learning(self):
         """While the learner computes it keeps its cores and generation uses the rest; otherwise
         generation borrows them. A producer already waiting for weights waits until this step's
         sync, so the learner may then use every core."""
@@ -167,8 +212,7 @@ class AsyncRollouts:
         return self.engine_threads + self.learner_threads
 
     def _set_decode_threads(self, threads: Callable[[], int] | None) -> None:
-        if hasattr(self.engine, "decode_threads"):
-            self.engine.decode_threads = threads
+        self.engine.decode_threads = threads  # only an in-process CPU engine asks for it
 
     def weights_synced(self) -> None:
         with self._new_weights:

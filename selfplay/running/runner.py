@@ -1,14 +1,13 @@
-"""The runner: builds the pieces an experiment names and runs the outer loop of
-docs/architecture.md: collect → write → advantages → learn → sync → log → checkpoint."""
+"""The runner: builds the pieces an experiment names and runs its steps; ``step`` is one step of
+the algorithm, stage by stage: collect → write → advantages → learn → sync and verify →
+after-update → log → checkpoint (docs/architecture.md#one-step)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,59 +23,27 @@ from selfplay.config import (
     resolve_paths,
 )
 from selfplay.core.errors import UserError
-from selfplay.engines.hf import HFEngine, lora_spec
+from selfplay.engines.base import Engine
+from selfplay.engines.hf import HFEngine
+from selfplay.engines.lora import lora_spec
 from selfplay.engines.models import resolve_model_path
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import make_loop, validate
 from selfplay.loops.base import Loop
 from selfplay.rl.advantages import drop_zero_advantage
-from selfplay.rl.losses import LOSS_PRESETS
 from selfplay.running import inputs
 from selfplay.running.checkpoint import LEARNER, Checkpointer, restore_rng, rng_state
 from selfplay.running.plan import check as check_fits
-from selfplay.running.rollouts import AsyncRollouts, Rollout, collect
+from selfplay.running.rollouts import AsyncRollouts, Rollout, Rollouts, SyncRollouts
 from selfplay.running.snapshots import PolicySnapshots
 from selfplay.running.threads import apply_thread_policy
 from selfplay.running.tracking import RunLogger, console, episode_metrics, read_metrics
-from selfplay.running.transports import (
-    Probe,
-    WeightSync,
-    choose_transport,
-    default_tolerance,
-)
-from selfplay.training.learner import Learner, LearnerSettings
-from selfplay.training.make import learner_dtype, make_learner
-from selfplay.training.sharded import ParallelSettings, ShardedLearner
+from selfplay.training.base import Learner
+from selfplay.training.make import make_learner
+from selfplay.training.sync import Probe, WeightSync, choose_transport, default_tolerance
 
 
-def learner_settings(config: ExperimentConfig) -> LearnerSettings:
-    train = config.train
-    objective, _, default_aggregation = LOSS_PRESETS[train.loss]
-    return LearnerSettings(
-        lr=train.lr,
-        weight_decay=train.weight_decay,
-        max_grad_norm=train.max_grad_norm,
-        objective=objective,
-        aggregation=train.aggregation or default_aggregation,
-        eps_low=train.eps_low,
-        eps_high=train.eps_high,
-        cispo_eps_max=train.cispo_eps_max,
-        tis_cap=train.tis_cap,
-        epochs=train.epochs,
-        micro_batch_size=train.micro_batch_size,
-        logprob_chunk_size=train.logprob_chunk_size,
-        max_new_tokens=config.sampling.max_new_tokens,
-        dtype=learner_dtype(config, torch.cuda.is_available()),
-        gradient_checkpointing=train.gradient_checkpointing,
-        lora=lora_spec(config),
-    )
-
-
-def parallel_settings(config: ExperimentConfig) -> ParallelSettings:
-    return ParallelSettings(**config.train.parallel.model_dump(), address=config.cluster.address)
-
-
-def build_engine(config: ExperimentConfig, model_path: Path):
+def build_engine(config: ExperimentConfig, model_path: Path) -> Engine:
     adapters = config.adapters()
     if config.cluster.backend == "ray":
         from selfplay.engines.ray_pool import build_ray_engine
@@ -117,8 +84,8 @@ class World:
 
     config: ExperimentConfig
     run_dir: Path
-    engine: object
-    learner: Learner | ShardedLearner
+    engine: Engine
+    learner: Learner
     loop: Loop
     policy: BatchingPolicy
     snapshots: PolicySnapshots
@@ -127,7 +94,8 @@ class World:
     sync: WeightSync
 
 
-def weight_sync(config: ExperimentConfig, run_dir: Path, engine, learner) -> WeightSync:
+def weight_sync(config: ExperimentConfig, run_dir: Path, engine: Engine,
+                learner: Learner) -> WeightSync:
     """The transport ``sync.transport`` names (or the one where the engines are) and, with
     ``sync.verify``, the probe every sync must pass."""
     sync = config.sync
@@ -144,13 +112,7 @@ def build(config: ExperimentConfig, run_dir: Path, resume: bool, loop: Loop | No
     model_path = resolve_model_path(config.model.path)
     loop = loop or make_loop(config)
     engine = build_engine(config, model_path)
-    learner = make_learner(
-        model_path,
-        learner_settings(config),
-        config.adapters(),
-        config.engine.device,
-        parallel_settings(config),
-    )
+    learner = make_learner(config, model_path)
     policy = BatchingPolicy(engine)
     return World(
         config,
@@ -172,9 +134,7 @@ def checkpoint_state(world: World) -> dict:
         "loop": world.loop.state_dict(),
         "snapshots": world.snapshots.state_dict(),
         "rng": rng_state(),
-        "engine_rng": world.engine.generator.get_state()
-        if hasattr(world.engine, "generator")
-        else None,
+        "engine_rng": world.engine.rng_state(),
     }
 
 
@@ -183,96 +143,107 @@ def restore(world: World) -> int:
     if loaded is None:
         return 0
     next_step, state, path = loaded
-    if (path / LEARNER).is_dir():
-        world.learner.load(path / LEARNER)
-    else:  # a checkpoint written before learner folders
-        world.learner.load_state_dict(state["learner"])
+    if not (path / LEARNER).is_dir():
+        raise UserError(f"{path} was written before learner checkpoints had their own folder "
+                        "(selfplay before wave 3); start a new run")
+    world.learner.load(path / LEARNER)
     world.loop.load_state_dict(state["loop"])
     restore_rng(state["rng"])
-    if state.get("engine_rng") is not None and hasattr(world.engine, "generator"):
-        world.engine.generator.set_state(state["engine_rng"])
+    if state.get("engine_rng") is not None:
+        world.engine.set_rng_state(state["engine_rng"])
     world.logger.log_sync(next_step, world.sync(world.learner, world.engine, world.policy))
     world.snapshots.load_state_dict(state.get("snapshots", {"weights": {}}))
     return next_step
 
 
-def learn(world: World, rollout: Rollout, training=contextlib.nullcontext) -> dict[str, float]:
-    """Write → advantages → learn → sync: the rest of one step of the data flow.
-
-    ``training()`` wraps the learner's computation (async rollouts lend its CPU cores to
-    generation outside it)."""
-    collected = rollout.collected
-    world.logger.write_episodes(rollout.step, collected.episodes)  # on disk before training
-    world.logger.write_tasks(collected.tasks)
-    world.logger.write_files(collected.files)
-    samples = world.loop.samples(collected.episodes)
+# ---------------------------------------------------------------------- one step
+def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
+    """One step of the algorithm, its stages in order (docs/architecture.md#one-step)."""
+    start = time.perf_counter()
+    # collect: the step's episodes (sync: played now; async: played ahead on another thread)
+    rollout = rollouts.take(number)
+    # write: episodes, task rows and the loop's files, on disk before anything trains on them
+    world.logger.write_collected(number, rollout.collected)
+    # advantages: per role, by the loop's estimator; zero advantages carry no gradient
+    samples = world.loop.samples(rollout.collected.episodes)
     kept = drop_zero_advantage(samples)
     staleness = [world.learner.version - s.turn.policy_version for s in samples]
-    metrics = rollout.eval_metrics | episode_metrics(collected.episodes) | collected.metrics
-    sleep(world.engine)  # one GPU for both: the engine frees it while the learner steps
-    with training():
-        metrics |= world.learner.step(kept)
-    wake_up(world.engine)
+    # learn: one optimizer update (an engine that shares the GPU sleeps meanwhile)
+    world.engine.sleep()
+    with rollouts.learning():
+        learned = world.learner.step(kept)
+    world.engine.wake_up()
+    # sync and verify: the engine serves the new weights, or the probe stops the run
     synced = world.sync(world.learner, world.engine, world.policy)
-    world.logger.log_sync(rollout.step, synced)  # sync.jsonl: transport, bytes, probe gap
-    world.loop.after_update(rollout.step, world.snapshots)
-    return metrics | {
+    world.logger.log_sync(number, synced)  # sync.jsonl: transport, bytes, probe gap
+    rollouts.weights_synced()
+    # after update: the loop's turn (SPIRAL's opponent pool snapshots the policy here)
+    world.loop.after_update(number, world.snapshots)
+    # log: metrics.jsonl, wandb, the progress bar
+    seconds = time.perf_counter() - start
+    metrics = step_metrics(rollout, len(samples) - len(kept), staleness, learned, synced, seconds)
+    metrics |= rollouts.metrics()
+    world.logger.log(number, metrics)
+    world.logger.advance(mean_reward(metrics), metrics["rollout/tokens_per_s"])
+    # checkpoint: atomically, every ``checkpoint.every`` steps and after the last
+    if checkpoint_due(world.config, number):
+        world.checkpointer.save(number + 1, checkpoint_state(world), world.learner)
+        world.loop.save_artifacts(world.run_dir)  # e.g. curriculum/tasks.csv
+    return metrics
+
+
+def step_metrics(
+    rollout: Rollout,
+    dropped: int,
+    staleness: list[int],
+    learned: dict[str, float],
+    synced: dict[str, float],
+    seconds: float,
+) -> dict[str, float]:
+    """What one step reports: evaluation (when due), rewards and lengths, the loop's own
+    figures, the learner's, and the step's times, staleness (learner versions between the
+    weights that sampled a turn and those it trained) and throughput."""
+    collected = rollout.collected
+    metrics = rollout.eval_metrics | episode_metrics(collected.episodes) | collected.metrics
+    metrics |= learned | {
         "rollout/seconds": rollout.seconds,
         "rollout/tokens_per_s": rollout.tokens / max(rollout.seconds, 1e-9),
-        "train/samples_dropped_zero_adv": float(len(samples) - len(kept)),
+        "train/samples_dropped_zero_adv": float(dropped),
         "sync/seconds": synced["sync/seconds"],
         "sync/wait_seconds": synced["sync/wait_seconds"],  # async: the batch in flight first
         "staleness/mean": sum(staleness) / len(staleness) if staleness else 0.0,
         "staleness/max": float(max(staleness, default=0)),
+        "time/step_seconds": seconds,
+        "sync/share": synced["sync/seconds"] / seconds,
     }
+    if collected.games:
+        metrics["game/games_per_minute"] = 60 * collected.games / seconds
+    return metrics
 
 
-def sleep(engine) -> None:
-    if getattr(engine, "sleep", None) is not None and getattr(engine, "sleep_enabled", False):
-        engine.sleep()
+def mean_reward(metrics: dict[str, float]) -> float | None:
+    """The first role's mean reward, for the progress bar."""
+    return next((v for k, v in metrics.items() if k.startswith("reward/")), None)
 
 
-def wake_up(engine) -> None:
-    if getattr(engine, "sleeping", False):
-        engine.wake_up()
+def checkpoint_due(config: ExperimentConfig, number: int) -> bool:
+    return (number + 1) % config.checkpoint.every == 0 or number + 1 == config.train.steps
 
 
-def train_step(world: World, step: int) -> dict[str, float]:
-    """One synchronous step: evaluate if due, collect, then learn from what was collected."""
-    start = time.perf_counter()
-    metrics = learn(world, collect(world.loop, world.policy, step, _eval_due(world, step)))
-    return metrics | _step_time(metrics, time.perf_counter() - start)
-
-
-def _step_time(metrics: dict[str, float], seconds: float) -> dict[str, float]:
-    timing = {"time/step_seconds": seconds, "sync/share": metrics["sync/seconds"] / seconds}
-    if "game/games" in metrics:
-        timing["game/games_per_minute"] = 60 * metrics["game/games"] / seconds
-    return timing
-
-
+# ---------------------------------------------------------------------- a run
 def run(world: World, start_step: int) -> list[dict]:
+    """Steps ``start_step`` to ``train.steps``, then the final evaluation and the report."""
     config, logger = world.config, world.logger
     logger.truncate_to(start_step)
     logger.start_progress(config.train.steps, start_step)
-    steps = (
-        async_steps(world, start_step)
-        if config.rollout.mode == "async"
-        else (train_step(world, step) for step in range(start_step, config.train.steps))
-    )
     try:
-        for step, metrics in zip(range(start_step, config.train.steps), steps, strict=True):
-            logger.log(step, metrics)
-            reward = next((v for k, v in metrics.items() if k.startswith("reward/")), None)
-            logger.advance(reward, metrics["rollout/tokens_per_s"])
-            if (step + 1) % config.checkpoint.every == 0 or step + 1 == config.train.steps:
-                world.checkpointer.save(step + 1, checkpoint_state(world), world.learner)
-                world.loop.save_artifacts(world.run_dir)  # e.g. curriculum/tasks.csv
+        with rollouts_for(world, start_step) as rollouts:
+            for number in range(start_step, config.train.steps):
+                step(world, number, rollouts)
         if start_step <= config.train.steps and not _final_logged(world):
             final = asyncio.run(world.loop.evaluate(world.policy, config.train.steps))
             logger.log(config.train.steps, {"final": 1.0, **final})
     finally:
-        steps.close()  # stops the async producer thread, if any
         logger.close()
         world.loop.close()
         world.learner.close()  # sharded ranks: their actors and placement group
@@ -281,34 +252,28 @@ def run(world: World, start_step: int) -> list[dict]:
     return rows
 
 
-def async_steps(world: World, start_step: int) -> Iterator[dict[str, float]]:
-    """Steps whose rollouts were collected on a background thread while earlier steps trained."""
+def rollouts_for(world: World, start_step: int) -> Rollouts:
+    """Where the steps' episodes come from: collected when the step asks (``rollout.mode:
+    sync``) or on a producer thread a bounded number of versions ahead (``async``)."""
+    due = lambda number: eval_due(world.loop, number)  # noqa: E731
+    if world.config.rollout.mode != "async":
+        return SyncRollouts(world.loop, world.policy, due)
     settings = world.config.rollout
-    rollouts = AsyncRollouts(
+    return AsyncRollouts(
         world.loop,
         world.policy,
         range(start_step, world.config.train.steps),
         settings.max_staleness,
-        evaluate_at=lambda step: _eval_due(world, step),
+        evaluate_at=due,
+        engine=world.engine,
         engine_threads=settings.engine_threads,
         learner_threads=settings.learner_threads,
-        engine=world.engine,
     )
-    with rollouts:
-        last = time.perf_counter()
-        for rollout in rollouts:
-            metrics = learn(world, rollout, rollouts.learner_training)
-            rollouts.weights_synced()
-            now = time.perf_counter()
-            metrics |= _step_time(metrics, now - last) | rollouts.metrics()
-            last = now
-            yield metrics
 
 
-def _eval_due(world: World, step: int) -> bool:
-    """Evaluate before the first step and every ``eval_every`` steps (a loop setting)."""
-    every = getattr(world.config.settings, "eval_every", 0)
-    return step == 0 or (bool(every) and step % every == 0)
+def eval_due(loop: Loop, number: int) -> bool:
+    """Evaluate before the first step and every ``eval_every`` steps."""
+    return number == 0 or (bool(loop.eval_every) and number % loop.eval_every == 0)
 
 
 def _final_logged(world: World) -> bool:
@@ -392,7 +357,7 @@ def resume(run_dir: Path, overrides: list[str] | None = None) -> tuple[Path, lis
 
 
 def evaluate_run(run_dir: Path, overrides: list[str] | None = None) -> dict[str, float]:
-    """``selfplay eval``: the loop's evaluation on the run's latest checkpoint."""
+    """``selfplay evaluate``: the loop's evaluation on the run's latest checkpoint."""
     config = load_run_config(run_dir, overrides, logging=False)
     world = build(config, run_dir, resume=True)
     step = restore(world)

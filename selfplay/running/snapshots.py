@@ -1,5 +1,5 @@
 """Frozen snapshots of the policy that loops serve beside it (opponent pools); the weight sync
-after each step is ``running/transports.py``.
+after each step is ``training/sync.py``.
 
 Loops never hold the learner or an engine. A loop that needs a frozen copy of the policy asks
 ``PolicySnapshots`` (the ``selfplay.loops.base.Snapshots`` protocol) for one by name; the
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import torch
 
+from selfplay.engines.base import Engine
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.training.learner import Learner
+from selfplay.training.base import Learner
 
 
 class PolicySnapshots:
     """Named frozen copies of the policy's adapters, served by the engine (LoRA runs)."""
 
-    def __init__(self, learner: Learner, engine, policy: BatchingPolicy) -> None:
+    def __init__(self, learner: Learner, engine: Engine, policy: BatchingPolicy) -> None:
         self._learner, self._engine, self._policy = learner, engine, policy
         self._weights: dict[str, dict[str, torch.Tensor]] = {}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from selfplay.types import Episode, TaskRow
+from selfplay.types import Collected, Episode, TaskRow
 
 console = Console(stderr=True)
 
@@ -21,6 +21,10 @@ console = Console(stderr=True)
 def episode_record(episode: Episode, step: int, tokenizer=None) -> dict:
     record = dataclasses.asdict(episode)
     record["step"] = step
+    # p̂ is a typed field (ADPO reads it); on disk it stays where docs/run-folder.md puts it
+    pass_rate = record.pop("pass_rate")
+    if pass_rate is not None:
+        record["info"]["pass_rate"] = pass_rate
     for turn in record["turns"]:
         if tokenizer is not None and not turn.get("prompt_text"):
             turn["prompt_text"] = tokenizer.decode(turn["prompt_ids"])
@@ -85,6 +89,12 @@ class RunLogger:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
         return path
+
+    def write_collected(self, step: int, collected: Collected, tokenizer=None) -> None:
+        """A step's episodes, task rows and loop files, before anything trains on them."""
+        self.write_episodes(step, collected.episodes, tokenizer)
+        self.write_tasks(collected.tasks)
+        self.write_files(collected.files)
 
     def write_tasks(self, rows: list[TaskRow]) -> None:
         """Append generated tasks to ``tasks.jsonl`` (schema: docs/run-folder.md)."""

@@ -1,6 +1,6 @@
-"""The learner: LoRA (one shared adapter or one per role) or full fine-tuning on one base model,
-in one process (``train.parallel.ranks: 1``; ``training/sharded.py`` is the same interface over
-N FSDP2 ranks).
+"""The learner in one process: LoRA (one shared adapter or one per role) or full fine-tuning on
+one base model (``train.parallel.ranks: 1``; ``training/sharded.py`` is the same ``Learner``
+over N FSDP2 ranks).
 
 One ``step(samples)`` is one optimizer update (``epochs`` > 1 repeats it PPO-style on the same
 samples against the log-probs of the first pass). The samples become micro-batches
@@ -15,45 +15,26 @@ ranks.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from selfplay.core.errors import UserError
-from selfplay.engines.hf import LoraSpec, attach_adapters
+from selfplay.engines.lora import attach_adapters
 from selfplay.engines.models import load_causal_lm
-from selfplay.rl.losses import Aggregation, LogitTransform, Objective, chunked_logprobs
+from selfplay.rl.losses import LogitTransform, chunked_logprobs
 from selfplay.training import state as learner_state
 from selfplay.training.allocator import return_large_blocks
+from selfplay.training.base import Learner, LearnerSettings
 from selfplay.training.batches import MicroBatch, learner_batches
 from selfplay.training.scoring import Scorer
-from selfplay.training.weights import NcclSending, local_address, save_weights_file
+from selfplay.training.sync import NcclSending, local_address, save_weights_file
 from selfplay.types import Sample
 
 
-@dataclass
-class LearnerSettings:
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    objective: Objective = "ppo"
-    aggregation: Aggregation = "seq-mean-token-sum-norm"
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    cispo_eps_max: float = 5.0
-    tis_cap: float | None = 2.0
-    epochs: int = 1
-    micro_batch_size: int = 8
-    logprob_chunk_size: int = 1024
-    max_new_tokens: int = 64  # Dr. GRPO's constant normaliser
-    dtype: str = "float32"
-    gradient_checkpointing: bool = False
-    share_prefix: bool = True  # run a group's shared prompt once per micro-batch
-    lora: LoraSpec | None = field(default_factory=LoraSpec)  # None → full fine-tuning
+class LocalLearner(Learner):
+    """The learner in this process (``train.parallel.ranks: 1``)."""
 
-
-class Learner:
     def __init__(
         self,
         model_path: Path,
@@ -61,7 +42,7 @@ class Learner:
         adapters: list[str] | None = None,
         device: str | None = None,
     ) -> None:
-        self.settings = settings
+        self._settings = settings  # the scorer, made below, gets them too
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "cpu":
             return_large_blocks()
@@ -93,8 +74,7 @@ class Learner:
     def settings(self, settings: LearnerSettings) -> None:
         """New settings reach the scorer too (tests vary the loss on one loaded model)."""
         self._settings = settings
-        if hasattr(self, "scorer"):
-            self.scorer.settings = settings
+        self.scorer.settings = settings
 
     # ------------------------------------------------------------------ weights
     def adapter_weights(self, adapter: str) -> dict[str, torch.Tensor]:
@@ -190,16 +170,13 @@ class Learner:
     def _accumulate(self, batches: list[MicroBatch]) -> dict[str, float]:
         return self.scorer.accumulate(batches).metrics()
 
-    def _token_logprobs(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.scorer.token_logprobs(batch)
-
     def score(self, samples: list[Sample]) -> list[list[float]]:
-        """Trainer log-probs of every model token of each sample (for tests and diagnostics)."""
+        """Trainer log-probs of every model token of each sample (the sync probe, tests)."""
         out: list[list[float]] = []
         with torch.no_grad():
             for sample in samples:
                 batch = self._micro_batches([sample])[0]
-                out.append(self._token_logprobs(batch)[0].tolist())
+                out.append(self.scorer.token_logprobs(batch)[0].tolist())
         return out
 
     # ------------------------------------------------------------------ batching

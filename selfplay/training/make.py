@@ -1,14 +1,46 @@
-"""The learner an experiment asks for: one process, or N FSDP2 ranks (``train.parallel``)."""
+"""The learner an experiment asks for, and its settings derived from the config: one process,
+or N FSDP2 ranks (``train.parallel``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+
+import torch
 
 from selfplay.config import ExperimentConfig
 from selfplay.core.errors import UserError
-from selfplay.training.learner import Learner, LearnerSettings
+from selfplay.engines.lora import lora_spec
+from selfplay.rl.losses import LOSS_PRESETS
+from selfplay.training.base import Learner, LearnerSettings
+from selfplay.training.learner import LocalLearner
 from selfplay.training.placement import launched_by_torchrun, world_size
-from selfplay.training.sharded import ParallelSettings, ShardedLearner
+from selfplay.training.rank_worker import ParallelSettings
+from selfplay.training.sharded import ShardedLearner
+
+
+def learner_settings(config: ExperimentConfig) -> LearnerSettings:
+    """``LearnerSettings`` from the config: every field named like a ``train:`` key is that key
+    (a new learner setting needs only the same name in both), except the ones derived here."""
+    objective, _, default_aggregation = LOSS_PRESETS[config.train.loss]
+    derived = {
+        "objective": objective,
+        "aggregation": config.train.aggregation or default_aggregation,
+        "max_new_tokens": config.sampling.max_new_tokens,  # Dr. GRPO's constant normaliser
+        "dtype": learner_dtype(config, torch.cuda.is_available()),
+        "lora": lora_spec(config),  # None when fully fine-tuned
+    }
+    train = config.train.model_dump()
+    same = {
+        f.name: train[f.name]
+        for f in dataclasses.fields(LearnerSettings)
+        if f.name in train and f.name not in derived
+    }
+    return LearnerSettings(**same, **derived)
+
+
+def parallel_settings(config: ExperimentConfig) -> ParallelSettings:
+    return ParallelSettings(**config.train.parallel.model_dump(), address=config.cluster.address)
 
 
 def learner_dtype(config: ExperimentConfig, gpu: bool) -> str:
@@ -24,16 +56,13 @@ def learner_dtype(config: ExperimentConfig, gpu: bool) -> str:
     return config.model.dtype
 
 
-def make_learner(
-    model_path: Path,
-    settings: LearnerSettings,
-    adapters: list[str],
-    device: str | None,
-    parallel: ParallelSettings,
-) -> Learner | ShardedLearner:
+def make_learner(config: ExperimentConfig, model_path: Path) -> Learner:
+    """The learner ``config`` asks for, on ``model_path``'s weights."""
+    parallel = parallel_settings(config)
     if launched_by_torchrun() and parallel.ranks != world_size():
         raise UserError(f"train.parallel.ranks: {parallel.ranks}, but torchrun started "
                         f"{world_size()} processes (--nproc-per-node must equal it)")
+    settings, adapters = learner_settings(config), config.adapters()
     if parallel.ranks == 1:
-        return Learner(model_path, settings, adapters, device)
+        return LocalLearner(model_path, settings, adapters, config.engine.device)
     return ShardedLearner(model_path, settings, adapters, parallel)

@@ -22,7 +22,7 @@ from selfplay.core.errors import UserError
 from selfplay.training.allocator import return_large_blocks
 from selfplay.training.batches import MicroBatch
 from selfplay.training.scoring import Totals
-from selfplay.training.weights import NcclSending
+from selfplay.training.sync import NcclSending
 
 STRATEGIES = ("fsdp2",)
 
@@ -64,7 +64,7 @@ class RankWorker:
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
 
-        from selfplay.engines.hf import attach_adapters
+        from selfplay.engines.lora import attach_adapters
         from selfplay.engines.models import load_causal_lm
         from selfplay.training import state as learner_state
         from selfplay.training.learner import logit_transform
@@ -182,7 +182,7 @@ class RankWorker:
 
     def write_weights(self, adapter: str | None, path: str) -> None:
         """Rank 0 writes the gathered weights (one adapter's, or the model's) to ``path``."""
-        from selfplay.training.weights import adapter_weights_from_trainable, save_weights_file
+        from selfplay.training.sync import adapter_weights_from_trainable, save_weights_file
 
         state = self.full_state(trainable_only=adapter is not None)
         if self.rank == 0:
@@ -222,7 +222,7 @@ class RankWorker:
         return self.watch.used()
 
     def address(self) -> tuple[str, int]:
-        from selfplay.training.weights import local_address
+        from selfplay.training.sync import local_address
 
         return local_address()
 

@@ -1,4 +1,4 @@
-"""The learner over N FSDP2 ranks behind the one-process ``Learner``'s interface
+"""The ``Learner`` over N FSDP2 ranks, the same numbers as the one-process ``LocalLearner``
 (``train.parallel: {ranks: N, strategy: fsdp2}``). The ranks (``training/rank_worker.py``) are Ray
 actors, or the processes torchrun started (``training/placement.py``).
 
@@ -17,19 +17,19 @@ process.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from selfplay.core.errors import UserError
+from selfplay.training.base import Learner, LearnerSettings
 from selfplay.training.batches import MicroBatch, learner_batches
 from selfplay.training.placement import RayRanks, TorchrunRanks, launched_by_torchrun
 from selfplay.training.rank_worker import STRATEGIES, ParallelSettings
 from selfplay.training.scoring import Totals
 from selfplay.types import Sample
-
-__all__ = ["ParallelSettings", "ShardedLearner", "deal"]
 
 
 def deal(batches: list[MicroBatch], ranks: int) -> tuple[list[list[MicroBatch]], list[list[float]]]:
@@ -51,11 +51,15 @@ def deal(batches: list[MicroBatch], ranks: int) -> tuple[list[list[MicroBatch]],
     return shares, weights
 
 
-class ShardedLearner:
-    """``Learner``'s interface over ``parallel.ranks`` FSDP2 ranks (Ray actors)."""
+class ShardedLearner(Learner):
+    """The ``Learner`` over ``parallel.ranks`` FSDP2 ranks (Ray actors or torchrun processes)."""
 
     def __init__(
-        self, model_path: Path, settings, adapters: list[str] | None, parallel: ParallelSettings
+        self,
+        model_path: Path,
+        settings: LearnerSettings,
+        adapters: list[str] | None,
+        parallel: ParallelSettings,
     ) -> None:
         if parallel.strategy not in STRATEGIES:
             raise UserError(f"train.parallel.strategy {parallel.strategy!r} is not one of "
@@ -75,8 +79,6 @@ class ShardedLearner:
 
     # ------------------------------------------------------------------ training
     def step(self, samples: list[Sample]) -> dict[str, float]:
-        import time
-
         start = time.perf_counter()
         if not samples:
             self.version += 1
@@ -112,7 +114,7 @@ class ShardedLearner:
 
     # ------------------------------------------------------------------ weights and state
     def adapter_weights(self, adapter: str) -> dict[str, torch.Tensor]:
-        from selfplay.training.weights import adapter_weights_from_trainable
+        from selfplay.training.sync import adapter_weights_from_trainable
 
         return adapter_weights_from_trainable(self.trainable_weights(), adapter)
 

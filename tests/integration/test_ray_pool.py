@@ -28,17 +28,19 @@ from selfplay.engines.ray_pool import (  # noqa: E402
 )
 from selfplay.loops import make_loop, validate  # noqa: E402
 from selfplay.running.checkpoint import Checkpointer  # noqa: E402
+from selfplay.running.rollouts import SyncRollouts  # noqa: E402
 from selfplay.running.runner import (  # noqa: E402
     World,
-    learner_settings,
+    eval_due,
     lora_spec,
     run,
-    train_step,
+    step,
     weight_sync,
 )
 from selfplay.running.snapshots import PolicySnapshots  # noqa: E402
 from selfplay.running.tracking import RunLogger  # noqa: E402
-from selfplay.training.learner import Learner  # noqa: E402
+from selfplay.training.learner import LocalLearner  # noqa: E402
+from selfplay.training.make import learner_settings  # noqa: E402
 from selfplay.types import Request, SamplingParams  # noqa: E402
 from tests.conftest import tiny_config  # noqa: E402
 
@@ -193,7 +195,8 @@ def test_replica_killed_during_generate_is_restarted_and_shard_rerun(pool, refer
 def pool_world(config, run_dir, pool, model_path, engine) -> World:
     """runner.build's world with the pool as its engine (``engine``: the pool as the policy
     sees it)."""
-    learner = Learner(model_path, learner_settings(config), config.adapters(), config.engine.device)
+    learner = LocalLearner(model_path, learner_settings(config), config.adapters(),
+                           config.engine.device)
     policy = BatchingPolicy(engine)
     return World(
         config, run_dir, pool, learner, make_loop(config), policy,
@@ -212,7 +215,8 @@ def test_two_replicas_serve_one_experiment_step(pool, reference, config, tiny_mo
         pool.load_weights(adapter, world.learner.adapter_weights(adapter))
     restarts = pool.restarts
     try:
-        metrics = train_step(world, 0)
+        metrics = step(world, 0, SyncRollouts(world.loop, world.policy,
+                                              lambda n: eval_due(world.loop, n)))
     finally:
         world.logger.close()
         world.loop.close()
@@ -245,6 +249,6 @@ def test_async_run_survives_a_replica_death(pool, tiny_model_path, tmp_path):
     rows = run(world, 0)
     assert [r["step"] for r in rows if not r.get("final")] == list(range(steps))
     assert pool.restarts == restarts + 1
-    for step in range(steps):
-        assert (run_dir / "episodes" / f"step-{step:06d}.jsonl").read_text().strip()
+    for number in range(steps):
+        assert (run_dir / "episodes" / f"step-{number:06d}.jsonl").read_text().strip()
     assert max(r["staleness/max"] for r in rows if not r.get("final")) <= 1

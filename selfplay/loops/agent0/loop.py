@@ -15,7 +15,7 @@ the same batches. Training steps map to (iteration, phase): each iteration runs
    band filter keeps the tasks the executor can learn from; the pool is written to
    ``pools/iter-K.jsonl`` and kept in the loop state (a resume uses the same pool). Each step
    trains the executor on a few pool tasks, drawn by the curriculum sampler, with ADPO: p̂ goes
-   into ``episode.info["pass_rate"]``, which sets each sample's advantage scale and ε_high.
+   into ``episode.pass_rate``, which sets each sample's advantage scale and ε_high.
 
 Every generated task is a row of ``tasks.jsonl`` (schema: docs/run-folder.md); the metrics and
 records live in ``records.py``.
@@ -32,6 +32,7 @@ from pydantic import Field, model_validator
 import selfplay.loops.agent0.records as records
 from curricula.answers import extract_answer, grade_answer
 from curricula.consistency import consensus, in_band_code, in_band_paper
+from curricula.curriculum import Curriculum, Group, groups_of
 from curricula.proposals import Proposal
 from curricula.rewards import (
     bleu_clusters,
@@ -40,20 +41,18 @@ from curricula.rewards import (
     curriculum_reward_paper,
     resolve_reward,
 )
-from curricula.samplers import Curriculum, Group, groups_of
-from selfplay.config import Strict
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.engines.tools import ToolSandbox, ToolSettings
 from selfplay.loops.agent0.kinds import CodeIoTasks, QaTasks, ScoredTask, Solve
-from selfplay.loops.base import Loop
+from selfplay.loops.base import Loop, LoopSettings, LoopSpec
 from selfplay.loops.reasoning import TaskSpec, build_tasks
 from selfplay.types import Collected, Episode, TaskRow
 
 CURRICULUM, EXECUTOR = "curriculum", "executor"
 
 
-class Agent0Settings(Strict):
+class Agent0Settings(LoopSettings):
     """Agent0: a curriculum role and a tool-using executor role, alternating.
 
     Steps map to (iteration, phase): each iteration is ``curriculum_steps`` curriculum steps
@@ -93,7 +92,9 @@ class Agent0Settings(Strict):
     # pseudo-label accuracy: executor majority vs gold on reasoning-gym tasks, per iteration
     probe: list[TaskSpec] = [TaskSpec(name="basic_arithmetic")]
     probe_size: int = Field(16, ge=0)
-    eval_every: int = Field(0, ge=0)  # steps between probe evaluations (0: only at the end)
+
+    def tool_settings(self) -> ToolSettings:
+        return self.tool
 
     @model_validator(mode="after")
     def _band_ordered(self) -> Agent0Settings:
@@ -107,13 +108,14 @@ class Agent0Settings(Strict):
 class Agent0Loop(Loop):
     name = "agent0"
     Settings = Agent0Settings
-    prompt_fields = {CURRICULUM: (), EXECUTOR: ("question",)}
-    supplies_pass_rate = True  # executor episodes carry p̂ in info["pass_rate"] (ADPO)
-    curriculum_fixed_tasks = False  # every iteration adds its pool's tasks
+    spec = LoopSpec(
+        roles={CURRICULUM: (), EXECUTOR: ("question",)},
+        pass_rates=True,  # executor episodes carry their task's p̂ (ADPO)
+        fixed_tasks=False,  # every iteration adds its pool's tasks
+    )
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.require_roles(CURRICULUM, EXECUTOR)
         s: Agent0Settings = self.settings
         for role in (CURRICULUM, EXECUTOR):
             if config.roles[role].adapter != "own":
@@ -147,7 +149,7 @@ class Agent0Loop(Loop):
         request = self.request(CURRICULUM, max_new_tokens=self.settings.curriculum_max_tokens)
         completion = await policy(request)
         turn = self.turn(request, completion, policy)
-        return turn, await self.kind.task(policy, self.reply(request, completion))
+        return turn, await self.kind.task(policy, completion.reply)
 
     async def solve(self, policy: BatchingPolicy, proposal: Proposal) -> Solve:
         """One executor rollout with the Python tool, judged by the task's kind."""
@@ -155,9 +157,8 @@ class Agent0Loop(Loop):
             EXECUTOR, max_new_tokens=self.settings.executor_max_tokens, question=proposal.question
         )
         rollout = await self.tool.rollout(policy, request)
-        text = request.prefill + rollout.turn.text
-        answer, _ = extract_answer(text, lenient=True)
-        solve = Solve(rollout.turn, text, answer, rollout.tool_calls)
+        answer, _ = extract_answer(rollout.turn.reply, lenient=True)
+        solve = Solve(rollout.turn, rollout.turn.reply, answer, rollout.tool_calls)
         solve.correct = await self.kinds[proposal.kind].check(policy, proposal, answer)
         return solve
 
@@ -248,16 +249,21 @@ class Agent0Loop(Loop):
         return Collected(episodes, metrics, rows)
 
     async def executor_step(self, policy: BatchingPolicy, step: int, iteration: int) -> Collected:
+        """The iteration's pool (built at its first executor step); then tasks drawn from it by
+        the curriculum, answered ``executor_group_size`` times each, outcomes reported (DAPO
+        draws again for the groups it does not keep)."""
         built = Collected([])
         if self.pool is None or self.pool["iteration"] != iteration:
             built = await self.build_pool(policy, step, iteration)
-        count = min(self.settings.executor_tasks_per_step, len(self.pool["tasks"]))
+        wanted = min(self.settings.executor_tasks_per_step, len(self.pool["tasks"]))
         current = set(self.pool["indices"])
-        others = [i for i in range(len(self.curriculum.buffer)) if i not in current]
-        kept = await self.curriculum.fill(
-            count, step, lambda indices: self.executor_groups(policy, step, iteration, indices),
-            exclude=others,
-        )
+        earlier = [i for i in range(len(self.curriculum.buffer)) if i not in current]
+        kept: list[Group] = []
+        tasks = self.curriculum.draw(wanted, step, exclude=earlier)  # this iteration's pool only
+        while len(tasks):
+            groups = await self.executor_groups(policy, step, iteration, tasks)
+            kept += self.curriculum.report(groups, step)
+            tasks = self.curriculum.redraw(wanted - len(kept), step)
         episodes = [episode for group in kept for episode in group.payload]
         metrics = built.metrics | self.curriculum.metrics(step)
         if episodes:
@@ -284,19 +290,19 @@ class Agent0Loop(Loop):
                 turns=[solve.turn],
                 rewards={EXECUTOR: self.executor_reward(correct)},
                 group_id=f"s{step}-{task['task_id']}",
+                pass_rate=task["p_hat"],  # ADPO: scale and ε_high from p̂
                 info={
                     "step": step,
                     "iteration": iteration,
                     "phase": EXECUTOR,
                     "task_id": task["task_id"],
-                    "pass_rate": task["p_hat"],  # ADPO: scale and ε_high from p̂
                     "pseudo_label": task["pseudo_label"],
                     "answer": solve.answer,
                     "correct": correct,
                     "tool_calls": solve.tool_calls,
                 },
             ))
-        return groups_of(indices, episodes, size, EXECUTOR)
+        return groups_of(indices, episodes, [e.info["correct"] for e in episodes], EXECUTOR)
 
     # ---------------------------------------------------------------- the task pool
     async def build_pool(self, policy: BatchingPolicy, step: int, iteration: int) -> Collected:

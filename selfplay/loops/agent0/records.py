@@ -94,7 +94,7 @@ def executor_metrics(episodes: list[Episode]) -> dict[str, float]:
         "executor/tool_calls": mean([i["tool_calls"] for i in infos]),
         "executor/tool_use_rate": mean([i["tool_calls"] > 0 for i in infos]),
         "executor/degenerate_rate": mean([degenerate(i["answer"]) for i in infos]),
-        "executor/p_hat_mean": mean([i["pass_rate"] for i in infos]),
+        "executor/p_hat_mean": mean([e.pass_rate for e in episodes]),
     }
 
 

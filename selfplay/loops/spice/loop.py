@@ -29,6 +29,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from curricula.curriculum import Curriculum, Group
 from curricula.questions import (
     ANSWER_HINTS,
     FREE_FORM_END,
@@ -37,10 +38,9 @@ from curricula.questions import (
     reasoner_answer,
 )
 from curricula.rewards import resolve_reward
-from curricula.samplers import Curriculum, Group
 from selfplay.config import InputFile, Strict
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops.base import Loop
+from selfplay.loops.base import Loop, LoopSettings, LoopSpec
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
 from selfplay.loops.spice.documents import (
     contamination_guard,
@@ -66,7 +66,7 @@ class ContaminationSettings(Strict):
     eval_files: list[InputFile] = []  # local JSONL files of {"question": ..., "answer": ...} rows
 
 
-class SpiceSettings(Strict):
+class SpiceSettings(LoopSettings):
     corpus: str | None = None  # None: corpora.DEFAULT_CORPUS (built on first use)
     corpus_cache: str | None = None  # None: the corpora package's cache folder
     grounded: bool = True  # false: no document in the challenger's prompt ("no corpus" ablation)
@@ -85,7 +85,6 @@ class SpiceSettings(Strict):
     lenient: bool = True  # reasoner answers without \boxed{}: the last number / option letter
     verify_timeout_s: float = Field(2.0, gt=0)  # math-verify per comparison
     contamination: ContaminationSettings = ContaminationSettings()
-    eval_every: int = Field(0, ge=0)  # 0: only before and after training
     eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (greedy accuracy)
     eval_reasoning_size: int = Field(32, ge=0)
 
@@ -93,12 +92,13 @@ class SpiceSettings(Strict):
 class SpiceLoop(Loop):
     name = "spice"
     Settings = SpiceSettings
-    prompt_fields = {CHALLENGER: ("document", "format"), REASONER: ("question", "answer_hint")}
-    curriculum_tasks = "documents"  # the corpus chunks, one curriculum task each
+    spec = LoopSpec(
+        roles={CHALLENGER: ("document", "format"), REASONER: ("question", "answer_hint")},
+        tasks="documents",  # the corpus chunks, one curriculum task each
+    )
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.require_roles(CHALLENGER, REASONER)
         s: SpiceSettings = self.settings
         self.reward_function = resolve_reward(s.challenger_reward)
         self.documents = load_documents(s)
@@ -163,10 +163,11 @@ class SpiceLoop(Loop):
             CHALLENGER, stop=stop, max_new_tokens=self.settings.challenger_max_tokens, **fields
         )
         completion = await policy(request)
-        reply = self.reply(request, completion)
-        task, reason = parse_challenger(reply, self.allowed_formats())
+        task, reason = parse_challenger(completion.reply, self.allowed_formats())
         turn = self.turn(request, completion, policy)
-        return Attempt(slot, document, number, round_, fields["format"], turn, reply, task, reason)
+        return Attempt(
+            slot, document, number, round_, fields["format"], turn, completion.reply, task, reason
+        )
 
     def screen(self, attempts: list[Attempt]) -> None:
         """Drop valid questions that nearly copy an evaluation item (counted per attempt)."""
@@ -190,7 +191,7 @@ class SpiceLoop(Loop):
             answer_hint=ANSWER_HINTS[task.answer_type],
         )
         completion = await policy(request)
-        answer = reasoner_answer(self.reply(request, completion), task, self.settings.lenient)
+        answer = reasoner_answer(completion.reply, task, self.settings.lenient)
         correct = is_correct(answer, task, self.settings.verify_timeout_s)
         return Episode(
             loop=self.name,
@@ -208,9 +209,9 @@ class SpiceLoop(Loop):
         count = self.settings.documents_per_step
         if not self.settings.grounded:
             return [None] * count
-        chosen = self.curriculum.sample(min(count, len(self.documents)), step).tolist()
+        chosen = self.curriculum.draw(min(count, len(self.documents)), step).tolist()
         if count > len(chosen):
-            chosen += self.curriculum.sample(count - len(chosen), step, replace=True).tolist()
+            chosen += self.curriculum.draw(count - len(chosen), step, replace=True).tolist()
         return [int(d) for d in chosen]
 
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
@@ -262,7 +263,7 @@ class SpiceLoop(Loop):
             for a in attempts
             if a.valid and a.document is not None and a.correct
         ]
-        self.curriculum.record(groups, step)
+        self.curriculum.report(groups, step)
 
     def document_id(self, attempt: Attempt) -> str | None:
         return None if attempt.document is None else self.documents[attempt.document].id

@@ -31,14 +31,14 @@ from typing import Literal
 from pydantic import Field
 
 import games
-from curricula.samplers import Curriculum
+from curricula.curriculum import Curriculum
 from games import CheckpointPool, RandomOpponent, assign_seats, extract_action, match_legal
 from roles import load_role
 from selfplay.config import Strict
 from selfplay.core.errors import UserError
 from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops.base import Loop, Snapshots
+from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots, prompt_request
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
 from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
 from selfplay.stats.games import eval_metrics
@@ -61,14 +61,13 @@ class OpponentSettings(Strict):
     refresh_every: int = Field(5, ge=1)  # steps between snapshots into the pool
 
 
-class SpiralSettings(Strict):
+class SpiralSettings(LoopSettings):
     games: list[GameSpec]
     games_per_step: int = Field(8, ge=1)
     opponent: OpponentSettings = OpponentSettings()
     invalid_penalty: float = -1.5  # offender's training reward for an invalid/unparseable move
     invalid_opponent_reward: float = 0.5  # the other seat's training reward then
     lenient: bool = False  # accept the last [token] when no \boxed{} is given
-    eval_every: int = Field(0, ge=0)  # 0: only before and after training
     eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
     eval_opponents: list[Literal["random", "initial"]] = ["random", "initial"]
     eval_ood_games: list[str] = []  # out-of-domain game ids, against the random opponent
@@ -83,13 +82,14 @@ def seat_role(seat: int) -> str:
 class SpiralLoop(Loop):
     name = "spiral"
     Settings = SpiralSettings
-    prompt_fields = {ROLE: ("observation", "player", "example")}
-    default_estimator = "rae"
-    curriculum_tasks = "games (spiral.games)"
+    spec = LoopSpec(
+        roles={ROLE: ("observation", "player", "example")},
+        estimator="rae",
+        tasks="games (spiral.games)",
+    )
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.require_roles(ROLE)
         s: SpiralSettings = self.settings
         # unknown ids, refused arguments and games that fail to start: one line now, before a
         # run folder exists, not mid-run
@@ -176,8 +176,8 @@ class SpiralLoop(Loop):
             completion = await policy(request)
             if who.trained:
                 record.turns.append(self.turn(request, completion, policy))
-            reply = self.reply(request, completion)  # a prompt's prefill starts the reply
-            action = extract_action(reply, lenient=self.settings.lenient)
+            # the whole reply: a prompt's prefill starts it
+            action = extract_action(completion.reply, lenient=self.settings.lenient)
             if action is None:
                 record.parse_failures += 1
                 record.invalid_by, record.invalid_reason = seat, "no \\boxed{} action"
@@ -228,15 +228,18 @@ class SpiralLoop(Loop):
         )
 
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
+        """Draw the step's games (by their weights, or from the curriculum's sampler), play
+        them, and report each game's score to the curriculum."""
         count = self.settings.games_per_step
         chosen: list[int | None] = [None] * count  # uniform: the games' own weights
         if self.config.curriculum.sampler != "uniform":
-            chosen = [int(i) for i in self.curriculum.sample(count, step, replace=True)]
+            chosen = [int(i) for i in self.curriculum.draw(count, step, replace=True)]
         episodes = await policy.gather(
             self.training_game(policy, step, i, game) for i, game in enumerate(chosen)
         )
-        self.curriculum.record(game_groups(episodes, self.settings.invalid_penalty), step)
-        return Collected(episodes, self.curriculum.metrics(step) | game_metrics(episodes))
+        self.curriculum.report(game_groups(episodes, self.settings.invalid_penalty), step)
+        metrics = self.curriculum.metrics(step) | game_metrics(episodes)
+        return Collected(episodes, metrics, games=len(episodes))
 
     # ------------------------------------------------------------------ opponent pool
     def after_update(self, step: int, snapshots: Snapshots) -> None:
@@ -285,11 +288,12 @@ class SpiralLoop(Loop):
             metrics |= await reasoning_accuracy(
                 policy,
                 self.reasoning_tasks,
-                lambda entry: Request(
-                    role="eval",
-                    messages=prompt.render(question=entry["question"]),
-                    adapter=self.policy_adapter(),
-                    sampling=self.sampling(ROLE, greedy=True),
+                lambda entry: prompt_request(
+                    prompt,
+                    "eval",
+                    self.policy_adapter(),
+                    self.sampling(ROLE, greedy=True),
+                    question=entry["question"],
                 ),
             )
         return metrics

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from curricula.samplers import Group
+from curricula.curriculum import Group
 from selfplay.types import Episode
 
 

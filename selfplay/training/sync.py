@@ -1,4 +1,6 @@
-"""How the learner's new weights reach the engines after a step, and the check that they did.
+"""How the learner's new weights reach the engines after a step, and the check that they did:
+the whole weight sync on the learner's side (vLLM's side: ``engines/vllm_sync.py``,
+``engines/buckets.py``).
 
 One interface, ``WeightTransport.send(learner, engine)``, four transports chosen by where the
 engines are (``sync.transport``, docs/scale.md):
@@ -12,7 +14,8 @@ engines are (``sync.transport``, docs/scale.md):
   machines; the sharded learner's rank 0 writes the files itself;
 - ``nccl``: a broadcast from the trainer to vLLM's workers on other GPUs, in per-layer buckets
   packed by dtype (``engines/buckets.py``); full weights only (LoRA moves megabytes through the
-  others), and only with CUDA: refused on a CPU in one line.
+  others), and only with CUDA: refused on a CPU in one line. The trainer's end (``NcclSending``)
+  lives in whichever process holds the weights whole: the one-process learner, or rank 0.
 
 LoRA runs move adapter weights only. Every sync can be verified (``sync.verify``): the engine
 answers a fixed probe greedily and the learner scores the same tokens; their log-probs must
@@ -32,8 +35,9 @@ from typing import Protocol
 import torch
 
 from selfplay.core.errors import UserError
-from selfplay.engines.base import STABLE
+from selfplay.engines.base import STABLE, Engine
 from selfplay.engines.policy import BatchingPolicy
+from selfplay.training.base import Learner
 from selfplay.types import Request, Sample, SamplingParams, Turn
 
 TRANSPORTS = ("auto", "inprocess", "object_store", "filesystem", "nccl")
@@ -51,7 +55,7 @@ def nbytes(weights: dict[str, torch.Tensor]) -> int:
 class WeightTransport(Protocol):
     name: str
 
-    def send(self, learner, engine) -> int:
+    def send(self, learner: Learner, engine: Engine) -> int:
         """Install the learner's current weights in ``engine``; returns the bytes moved."""
 
 
@@ -62,7 +66,7 @@ class DirectTransport:
 
     name: str = "inprocess"
 
-    def send(self, learner, engine) -> int:
+    def send(self, learner: Learner, engine: Engine) -> int:
         moved = 0
         if learner.adapters:
             for adapter in learner.adapters:
@@ -85,7 +89,7 @@ class FilesystemTransport:
     keep: int = 2
     name: str = "filesystem"
 
-    def send(self, learner, engine) -> int:
+    def send(self, learner: Learner, engine: Engine) -> int:
         target = Path(self.folder) / f"v{learner.version:06d}"
         tmp = target.with_name(f".{target.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -115,52 +119,117 @@ class NcclTransport:
 
     name = "nccl"
 
-    def __init__(self, learner, engine, bucket_bytes: int) -> None:
+    def __init__(self, learner: Learner, engine: Engine, bucket_bytes: int) -> None:
         if not torch.cuda.is_available():
             raise UserError("sync.transport: nccl broadcasts between GPUs and this machine has "
                             "none; use inprocess, object_store or filesystem")
         if learner.adapters:
             raise UserError("sync.transport: nccl moves full weights; a LoRA run syncs "
                             "adapters (megabytes): use inprocess, object_store or filesystem")
-        if not hasattr(engine, "init_weight_group"):
+        if engine.nccl_workers() == 0:
             raise UserError("sync.transport: nccl needs engine.backend: vllm")
         self.bucket_bytes = bucket_bytes
         host, port = learner.nccl_address()
-        world_size = 1 + engine.worker_count()
+        world_size = 1 + engine.nccl_workers()
         # both ends block until the group is whole: the engine's side on a thread
         with ThreadPoolExecutor(1) as pool:
-            joining = pool.submit(engine.init_weight_group, host, port, world_size)
+            joining = pool.submit(engine.nccl_join, host, port, world_size)
             learner.nccl_open(host, port, world_size)
             joining.result()
 
-    def send(self, learner, engine) -> int:
+    def send(self, learner: Learner, engine: Engine) -> int:
         plan = learner.nccl_plan(self.bucket_bytes)  # rank 0 gathers the weights and plans
         with ThreadPoolExecutor(1) as pool:
-            receiving = pool.submit(engine.receive_buckets, plan)
+            receiving = pool.submit(engine.nccl_receive, plan)
             sent = learner.nccl_send()
             receiving.result()
         return sent
 
 
-def choose_transport(setting: str, engine, folder: Path, learner, bucket_bytes: int):
+def choose_transport(
+    setting: str, engine: Engine, folder: Path, learner: Learner, bucket_bytes: int
+) -> WeightTransport:
     """The transport ``sync.transport`` names; ``auto``: in process for an engine in this
     process, the object store for a Ray pool on one machine, the filesystem for a pool on a
     cluster (``cluster.address``)."""
+    pool = engine.placement == "pool"
     if setting == "auto":
-        pool = hasattr(engine, "replica_count")
-        on_cluster = pool and getattr(engine, "address", None)
-        setting = "filesystem" if on_cluster else "object_store" if pool else "inprocess"
+        setting = ("filesystem" if engine.address else "object_store") if pool else "inprocess"
     if setting == "filesystem":
-        if not hasattr(engine, "load_weights_from"):
-            raise UserError(f"sync.transport: filesystem: {type(engine).__name__} cannot read "
-                            "weight files")
         return FilesystemTransport(folder)
     if setting == "nccl":
         return NcclTransport(learner, engine, bucket_bytes)
-    if setting == "object_store" and not hasattr(engine, "replica_count"):
+    if setting == "object_store" and not pool:
         raise UserError("sync.transport: object_store needs a Ray engine pool "
                         "(cluster.backend: ray)")
     return DirectTransport(setting)
+
+
+# ---------------------------------------------------------------------- weights, files, NCCL
+def adapter_weights_from_trainable(trainable: dict[str, torch.Tensor], adapter: str) -> dict:
+    """peft state-dict names of one adapter from the learner's trainable parameter names:
+    ``...q_proj.lora_A.<adapter>.weight`` → ``...q_proj.lora_A.weight`` (what
+    ``get_peft_model_state_dict`` returns and ``engine.load_weights`` takes)."""
+    weights = {}
+    for name, value in trainable.items():
+        for part in ("lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B"):
+            marker = f".{part}.{adapter}."
+            if marker in name:
+                weights[name.replace(marker, f".{part}.")] = value
+            elif name.endswith(f".{part}.{adapter}"):
+                weights[name[: -len(adapter) - 1]] = value
+    return weights
+
+
+def save_weights_file(weights: dict[str, torch.Tensor], path) -> None:
+    """Tensors to a safetensors file (contiguous CPU copies; tied tensors saved once each)."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().cpu().contiguous().clone() for k, v in weights.items()}, str(path))
+
+
+def local_address() -> tuple[str, int]:
+    """This machine's address and a free port on it (where a NCCL group meets)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    try:
+        import ray
+
+        host = ray.util.get_node_ip_address()
+    except Exception:  # no Ray: a one-machine run
+        host = "127.0.0.1"
+    return host, port
+
+
+class NcclSending:
+    """The trainer's end of the NCCL weight transport, for the process that holds the whole
+    weights (the one-process learner, or rank 0 of the sharded one). GPU only."""
+
+    def __init__(self) -> None:
+        self.sender = None
+        self.weights: dict[str, torch.Tensor] = {}
+        self.plan: list = []
+
+    def open(self, host: str, port: int, world_size: int) -> None:
+        from selfplay.engines.vllm_sync import TrainerSender
+
+        self.sender = TrainerSender(host, port, world_size)
+
+    def prepare(self, weights: dict[str, torch.Tensor], bucket_bytes: int) -> list[dict]:
+        """Keep ``weights`` for ``send`` and return their bucket plan for the receivers."""
+        from selfplay.engines.buckets import plan
+        from selfplay.engines.vllm_sync import plan_to_wire
+
+        self.weights, self.plan = weights, plan(weights, bucket_bytes)
+        return plan_to_wire(self.plan)
+
+    def send(self) -> int:
+        sent = self.sender.send(self.weights, self.plan)
+        self.weights = {}
+        return sent
 
 
 # ---------------------------------------------------------------------- verification
@@ -179,7 +248,7 @@ class Probe:
         return cls(tokenizer(text, add_special_tokens=False).input_ids, tokens)
 
 
-def probe_gap(learner, engine, policy: BatchingPolicy, probe: Probe) -> float:
+def probe_gap(learner: Learner, engine: Engine, policy: BatchingPolicy, probe: Probe) -> float:
     """Largest |engine − learner| log-prob over the probe's greedy tokens, every adapter.
 
     Greedy requests draw no random numbers, so a probe never changes what a run samples."""
@@ -223,7 +292,9 @@ class WeightSync:
     probe: Probe | None
     tolerance: float
 
-    def __call__(self, learner, engine, policy: BatchingPolicy) -> dict[str, float]:
+    def __call__(
+        self, learner: Learner, engine: Engine, policy: BatchingPolicy
+    ) -> dict[str, float]:
         asked = time.perf_counter()
         # no completion may be sampled from half-loaded weights or stamped with the wrong
         # version: with async rollouts a batch may be in flight on the producer thread
