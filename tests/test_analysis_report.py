@@ -8,9 +8,11 @@ import json
 import numpy as np
 import pytest
 
+from selfplay.analysis.metric_sections import compute_points
+from selfplay.analysis.page import build_sections
 from selfplay.analysis.report import analyze
 from selfplay.analysis.rundata import RunData
-from selfplay.analysis.sections import Options, build_sections, compute_points
+from selfplay.analysis.sections import Options
 from selfplay.cli.main import main
 from tests.analysis_data import make_curriculum_run, make_game_run
 
@@ -358,7 +360,7 @@ def test_plugin_loop_metrics_get_plotted_with_titles_and_no_pngs(tmp_path):
 
 
 def test_games_without_an_invalid_move_say_so(tmp_path):
-    from selfplay.analysis.sections import games_section
+    from selfplay.analysis.game_sections import games_section
 
     run = RunData.open(make_game_run(tmp_path))
     for episode in run.episodes:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from selfplay.bench import peer
+from selfplay.bench import peer, peer_setup, peer_trl
 from selfplay.cli.main import main
 from selfplay.engines.base import encode_request
 from selfplay.engines.policy import BatchingPolicy
@@ -28,14 +28,14 @@ def _refuse_subprocess(*args, **kwargs):
 def test_without_trl_one_line_and_exit_2(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "trl", None)  # `import trl` fails, find_spec says None
     monkeypatch.setattr(subprocess, "Popen", _refuse_subprocess)
-    assert not peer.trl_available()
+    assert not peer_setup.trl_available()
     assert main(["bench", "peer", "--steps", "2"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"selfplay: error: {peer.MISSING_TRL}"
+    assert err == f"selfplay: error: {peer_setup.MISSING_TRL}"
 
 
 def test_an_experiment_trl_cannot_reproduce_is_one_line(monkeypatch, capsys):
-    monkeypatch.setattr(peer, "trl_available", lambda: True)
+    monkeypatch.setattr(peer_setup, "trl_available", lambda: True)
     monkeypatch.setattr(subprocess, "Popen", _refuse_subprocess)
     assert main(["bench", "peer", "--experiment", "spiral-kuhn-cpu"]) == 2
     err = capsys.readouterr().err.strip()
@@ -68,7 +68,7 @@ def test_trl_gets_our_loops_prompts_tokens_and_rewards(tmp_path, tiny_model_path
 
     config = validate(tiny_config(tmp_path, rlvr={"format_reward": 0.1}), "test")
     loop = RlvrLoop(config)
-    rows = peer.peer_dataset(loop)
+    rows = peer_trl.peer_dataset(loop)
     assert [row["task"] for row in rows] == list(range(len(loop.pool_tasks)))
 
     # our loop plays one step against an engine that answers from the gold answers
@@ -101,7 +101,7 @@ def test_trl_gets_our_loops_prompts_tokens_and_rewards(tmp_path, tiny_model_path
 
     # TRL's reward function gives each completion the reward our loop gave it
     counter = {}
-    reward = peer.peer_reward(loop, counter)
+    reward = peer_trl.peer_reward(loop, counter)
     tasks = [e.info["task"] for e in episodes]
     got = reward(
         prompts=[rows[t]["prompt"] for t in tasks],
@@ -119,8 +119,8 @@ def test_one_trl_step_is_one_of_our_steps(tmp_path):
     pytest.importorskip("trl")
     from trl import GRPOConfig
 
-    config = peer.load_peer_config("rlvr-sanity", 6)
-    args = GRPOConfig(**peer.trl_arguments(config, 6, str(tmp_path)))
+    config = peer_setup.load_peer_config("rlvr-sanity", 6)
+    args = GRPOConfig(**peer_trl.trl_arguments(config, 6, str(tmp_path)))
     assert args.generation_batch_size == 64  # 8 prompts × 8 answers, generated at once
     assert (args.num_generations, args.max_completion_length) == (8, 24)
     assert args.per_device_train_batch_size == config.train.micro_batch_size == 16
@@ -141,8 +141,8 @@ def test_one_trl_step_on_the_tiny_model_trains_the_lora(tmp_path, monkeypatch):
         rlvr={"eval_size": 0},
     )
     config = validate(data, "test")
-    peer.check_config(config)
-    trainer = peer.build_trl_trainer(config, 2, str(tmp_path / "trl"))
+    peer_setup.check_config(config)
+    trainer = peer_trl.build_trl_trainer(config, 2, str(tmp_path / "trl"))
     lora_b = {n: p for n, p in trainer.model.named_parameters() if "lora_B" in n}
     assert lora_b and all(float(p.detach().abs().max()) == 0 for p in lora_b.values())
     trainer.train()

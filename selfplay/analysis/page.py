@@ -20,17 +20,22 @@ from rich.progress import Progress
 
 from curricula.analysis import difficulty
 from selfplay.analysis import titles
+from selfplay.analysis.game_sections import games_section, responses_section, transcripts_section
+from selfplay.analysis.metric_sections import (
+    compute_section,
+    evaluations_section,
+    other_metrics_section,
+    score_key,
+    training_section,
+)
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
-from selfplay.analysis.sections import (
-    Options,
-    Section,
-    Table,
-    build_sections,
-    fmt,
-    numeric_series,
-    overview_lines,
-    score_key,
+from selfplay.analysis.sections import Options, Section, Table, fmt, numeric_series
+from selfplay.analysis.task_sections import (
+    difficulty_section,
+    diversity_section,
+    pseudo_label_section,
+    validity_section,
 )
 from selfplay.stats import games
 
@@ -218,6 +223,39 @@ def task_table(run: RunData) -> dict | None:
 
 
 # ------------------------------------------------------------------ pages
+def overview_lines(run: RunData) -> list[str]:
+    config = run.config
+    steps_planned = (config.get("train") or {}).get("steps")
+    done = max((r["step"] for r in run.training_rows), default=-1) + 1
+    lines = [
+        f"loop {run.loop}; model {(config.get('model') or {}).get('path')}; "
+        f"{done} of {steps_planned} steps logged"
+        + ("" if run.finished else " — the run did not finish (no final row): partial report"),
+        f"{len(run.episode_files())} episode files, {len(run.episodes)} episodes; "
+        f"{len(run.tasks)} generated tasks; {len(run.pools)} task pools; "
+        f"{len(run.checkpoints())} checkpoints",
+    ]
+    return lines
+
+
+def build_sections(run: RunData, options: Options | None = None) -> list[Section]:
+    """A run page's sections, in the order the page shows them."""
+    options = options or Options()
+    return [
+        training_section(run),
+        difficulty_section(run),
+        validity_section(run),
+        diversity_section(run, options),
+        pseudo_label_section(run),
+        games_section(run),
+        transcripts_section(run),
+        responses_section(run),
+        other_metrics_section(run),
+        compute_section(run),
+        evaluations_section(run),
+    ]
+
+
 def write_run_page(run: RunData, out: Path | None = None, options: Options | None = None) -> Path:
     options = options or Options()
     out = out or run.path / "report"

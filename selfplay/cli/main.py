@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from selfplay.cli.parsing import OneLineParser
 from selfplay.core.errors import UserError
 
 # OpenMP threads that wait passively do not steal cores from the rest of the run (or the
@@ -227,98 +228,11 @@ def cmd_corpus(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    if args.what not in BENCHES:
-        raise UserError(f"unknown bench {args.what!r}; choose one of: {', '.join(BENCHES)}")
+    from selfplay.cli.bench import parse
+
+    benchmark, options = parse(args)  # an unknown name or option: one line, nothing imported
     _quiet_libraries()
-    if args.what == "corpus":
-        from selfplay.bench.corpus import bench_corpus
-
-        bench_corpus(
-            vectors=args.vectors,
-            queries=args.queries,
-            texts=args.texts,
-            batch_size=args.embed_batch,
-            indexes=args.indexes,
-            data=args.data,
-            spread=args.spread,
-        )
-    elif args.what == "engine":
-        from selfplay.bench.engine import bench_engine
-
-        bench_engine(
-            backend=args.backend, prompts=args.prompts, new_tokens=args.new_tokens, model=args.model
-        )
-    elif args.what == "learner":
-        from selfplay.bench.learner import bench_learner
-
-        if args.ranks > 1:
-            from selfplay.bench.ranks import bench_ranks
-
-            bench_ranks(model=args.model, ranks=args.ranks)
-        else:
-            bench_learner(model=args.model, batch=args.batch, seq_len=args.seq_len)
-    elif args.what == "threads":
-        from selfplay.bench.threads import bench_threads
-
-        bench_threads()
-    elif args.what == "sync":
-        from selfplay.bench.sync import bench_sync
-
-        bench_sync(model=args.model)
-    elif args.what == "sandbox":
-        from selfplay.bench.sandbox import run_benchmark
-
-        run_benchmark(calls=args.calls)
-    elif args.what == "oracle":
-        from selfplay.bench.oracle import bench_oracle
-
-        if args.invalid:  # the random player's invalid-move endings over every offline id
-            from selfplay.bench.oracle import main as oracle_main
-
-            return oracle_main(["--invalid", f"--games={args.games}"])
-        bench_oracle(games=args.games)
-    elif args.what == "rewards":
-        from selfplay.bench.rewards import bench_rewards
-
-        bench_rewards(count=args.questions)
-    elif args.what == "step":
-        from selfplay.bench.step import bench_prefix, bench_step
-
-        experiment, overrides = _bench_target(args)
-        if args.compare == "async":
-            bench_step(experiment, args.steps, args.staleness, overrides)
-        else:
-            bench_prefix(experiment, args.steps, overrides)
-    elif args.what == "curriculum":
-        from selfplay.bench.curriculum import bench_curriculum
-
-        bench_curriculum(seeds=args.seeds, out=args.out, max_steps=args.max_steps)
-    elif args.what == "peer":
-        from selfplay.bench.peer import bench_peer
-
-        bench_peer(experiment=args.experiment, steps=args.steps, overrides=args.overrides)
-    return 0
-
-
-BENCHES = ["engine", "learner", "sandbox", "step", "oracle", "corpus", "rewards", "curriculum",
-           "sync", "threads", "peer"]
-
-
-def _bench_target(args) -> tuple[str, list[str]]:
-    """``bench step EXPERIMENT key=value ...``: the first word without ``=`` names the
-    experiment (``--experiment`` still works)."""
-    words = list(args.overrides)
-    if words and "=" not in words[0]:
-        return words[0], words[1:]
-    return args.experiment, words
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse's errors in one line, like every other bad input (its default prints the whole
-    usage first); ``--help`` still shows the usage. Sub-commands use the same class."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+    return benchmark.run(options) or 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -434,48 +348,9 @@ def parser() -> argparse.ArgumentParser:
 
     add_corpus_parser(sub).set_defaults(func=cmd_corpus)
 
-    bench = sub.add_parser("bench", help="benchmarks with a baseline measured in the same run")
-    bench.add_argument("what", metavar="NAME", help="one of: " + ", ".join(BENCHES))
-    bench.add_argument("--backend", default="hf", choices=["hf", "vllm"])
-    bench.add_argument("--model", default="embedded")
-    bench.add_argument("--prompts", type=int, default=32)
-    bench.add_argument("--new-tokens", type=int, default=128)
-    bench.add_argument("--batch", type=int, default=16)
-    bench.add_argument("--seq-len", type=int, default=256)
-    bench.add_argument("--ranks", type=int, default=1,
-                       help="learner: N FSDP2 ranks against one (memory and s/step)")
-    bench.add_argument("--calls", type=int, default=200)
-    bench.add_argument("--games", type=int, default=3, help="oracle: random games per game id")
-    bench.add_argument(
-        "--invalid", action="store_true",
-        help="oracle: the random player's invalid-move endings over every offline id",
-    )
-    bench.add_argument("--questions", type=int, default=512, help="rewards: questions to cluster")
-    bench.add_argument("--experiment", default="rlvr-sanity", help="step: the experiment to time")
-    bench.add_argument("--steps", type=int, default=6, help="step: steps per mode (first: warm-up)")
-    bench.add_argument("--staleness", type=int, default=1, help="step: async max staleness")
-    bench.add_argument(
-        "--compare",
-        default="prefix",
-        choices=["prefix", "async"],
-        help="step: prefix reuse off vs on (default), or sync vs async rollouts",
-    )
-    bench.add_argument("--vectors", type=int, default=1_000_000, help="corpus: index size")
-    bench.add_argument("--queries", type=int, default=200, help="corpus: timed searches")
-    bench.add_argument("--texts", type=int, default=256, help="corpus: chunks to embed")
-    bench.add_argument("--embed-batch", type=int, help="corpus: batch size (default: settings)")
-    bench.add_argument(
-        "--indexes", default="ivf,hnsw", help="corpus: approximate indexes to time (ivf,hnsw)"
-    )
-    bench.add_argument("--data", default="clustered", help="corpus: clustered | uniform vectors")
-    bench.add_argument("--spread", type=float, default=3.0, help="corpus: clustered noise norm")
-    bench.add_argument("--seeds", type=int, default=5, help="curriculum: students per sampler")
-    bench.add_argument("--max-steps", type=int, default=1500, help="curriculum: step budget")
-    bench.add_argument("--out", default="runs/bench-curriculum", help="curriculum: plot folder")
-    bench.add_argument(
-        "overrides", nargs="*", help="step: [EXPERIMENT] key=value overrides of the experiment"
-    )
-    bench.set_defaults(func=cmd_bench)
+    from selfplay.cli.bench import add_parser as add_bench_parser
+
+    add_bench_parser(sub).set_defaults(func=cmd_bench)
     return top
 
 
