@@ -1,3 +1,7 @@
+"""BatchingPolicy (engines/policy.py): requests of live episodes share engine batches, finished
+episodes shrink them, a wait elsewhere (a sandbox call) never keeps the engine idle, and an
+engine failure reaches every waiting episode."""
+
 import asyncio
 
 from selfplay.engines.policy import BatchingPolicy
