@@ -27,6 +27,14 @@ FILES: dict[str, str] = {
     "prompt-bad-key.yaml": "name: p\nuser: '{{ question }}'\nanswr: x\n",
     "prompt-bad-jinja.yaml": "name: p\nuser: '{{ question '\n",
     "prompt-unknown-field.yaml": "name: p\nuser: '{{ board_size }} {{ observation }}'\n",
+    # a key given twice: PyYAML would keep the last one and run what the user did not mean
+    "twice.yaml": "loop: rlvr\nmodel: {path: tiny-random}\ntrain:\n  steps: 1\n  lr: 1.0e-3\n"
+                  "  steps: 3\n",
+    "twice-deep.yaml": "loop: rlvr\nmodel: {path: tiny-random}\nrlvr:\n  tasks:\n"
+                       "    - name: chain_sum\n      config:\n        min_terms: 2\n"
+                       "        max_terms: 2\n        min_terms: 3\n",
+    "prompt-twice.yaml": "name: p\nuser: '{{ question }}'\nsystem: Be brief.\n"
+                         "user: 'Q: {{ question }}'\n",
     "empty.txt": "",
     "data.bin": "\x00\x01\x02",
     "not-a-run/readme.txt": "just a folder\n",
@@ -41,6 +49,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("yaml syntax error", ["run", "broken.yaml"], "broken.yaml"),
     ("yaml not a mapping", ["run", "list.yaml"], "list.yaml"),
     ("misspelt section", ["run", "typo.yaml"], "trian"),
+    ("key given twice", ["run", "twice.yaml"], "key 'train.steps' is given twice (lines 4 and 6)"),
+    ("key given twice two levels deep", ["run", "twice-deep.yaml"],
+     "key 'rlvr.tasks[0].config.min_terms' is given twice (lines 7 and 9)"),
+    ("key given twice in an override", ["run", "rlvr-sanity", TINY, "train={steps: 1, steps: 3}"],
+     "key 'train.steps' is given twice"),
     ("misspelt section in an override", ["run", "rlvr-sanity", TINY, "sampeling.top_p=1"],
      "did you mean 'sampling'"),
     ("no loop", ["run", "noloop.yaml"], "loop"),
@@ -70,6 +83,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("prompt field the loop does not fill", ["run", "spiral-kuhn-cpu", TINY,
                                              "roles.player.prompt=prompt-unknown-field.yaml"],
      "board_size"),
+    ("prompt with a key given twice", ["run", "rlvr-sanity", TINY,
+                                       "roles.solver.prompt=prompt-twice.yaml"],
+     "key 'user' is given twice (lines 2 and 4)"),
     ("a role the loop does not have", ["run", "rlvr-sanity", TINY, "roles.judge.prompt=judge"],
      "judge"),
     # --- games
