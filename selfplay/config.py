@@ -97,7 +97,8 @@ class LoraConfig(Strict):
     r: int = Field(16, ge=1)
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = list(LORA_TARGETS)
+    # none: peft finds no layer to adapt and fails deep inside the learner
+    target_modules: list[str] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1)
 
 
 class ParallelConfig(Strict):

@@ -73,6 +73,8 @@ CASES: list[tuple[str, list[str], str]] = [
      "targets"),
     ("zero learner ranks", ["run", "rlvr-sanity", TINY, "train.parallel.ranks=0"], "ranks"),
     ("unknown engine", ["run", "rlvr-sanity", TINY, "engine.backend=sglang"], "sglang"),
+    ("no LoRA target modules", ["run", "rlvr-sanity", TINY, "train.lora.target_modules=[]"],
+     "train.lora.target_modules"),
     # --- roles and prompts
     ("unknown role prompt", ["run", "rlvr-sanity", TINY, "roles.solver.prompt=solvr"], "solvr"),
     ("prompt with an unknown key", ["run", "rlvr-sanity", TINY,
@@ -91,6 +93,7 @@ CASES: list[tuple[str, list[str], str]] = [
     # --- games
     ("unknown game id", ["run", "spiral-kuhn-cpu", TINY, "spiral.games=[{id: kuhn_pokr}]"],
      "kuhn_pokr"),
+    ("no games", ["run", "spiral-kuhn-cpu", TINY, "spiral.games=[]"], "spiral.games"),
     ("wrong game argument", ["run", "spiral-kuhn-cpu", TINY,
                              "spiral.games=[{id: kuhn_poker, kwargs: {roundz: 1}}]"], "roundz"),
     ("unknown opponent", ["run", "spiral-kuhn-cpu", TINY, "spiral.opponent.kind=god"], "god"),
@@ -99,6 +102,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("unknown sampler", ["run", "rlvr-curriculum-cpu", TINY, "curriculum.sampler=dapo2"], "dapo2"),
     ("unknown task family", ["run", "rlvr-sanity", TINY, "rlvr.tasks=[{name: chain_summ}]"],
      "chain_summ"),
+    ("no task families", ["run", "rlvr-sanity", TINY, "rlvr.tasks=[]"], "rlvr.tasks"),
     ("tool time limit below 0", ["run", "agent0-cpu", TINY, "agent0.tool.wall_s=-1"], "wall_s"),
     # --- corpora
     ("unknown corpus", ["run", "spice-cpu", TINY, "spice.corpus=no-such-corpus"], "no-such-corpus"),
