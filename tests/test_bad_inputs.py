@@ -1,6 +1,6 @@
 """What a new user gets wrong, tried the way they would type it (issue 25's 36 bad inputs, and
 more): every one must print ONE line naming what is wrong, exit with code 2, and leave no run
-folder (or sweep folder, or corpus) behind.
+folder (or sweep folder, or corpus) behind: the working directory stays byte for byte as it was.
 
 Each case is a command line run through ``selfplay``'s ``main`` in a fresh working directory
 holding the files the case needs (``FILES``); ``{tmp}`` in an argument is that directory.
@@ -151,8 +151,10 @@ def attempt(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def everything_under(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+def everything_under(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with its bytes (None: a folder): the folder byte for byte."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes()
+            for p in folder.rglob("*")}
 
 
 @pytest.fixture
