@@ -16,7 +16,9 @@ from pathlib import Path
 
 import jinja2
 import jinja2.meta
-import yaml
+
+from selfplay.core import yamlfile
+from selfplay.core.errors import UserError
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
@@ -82,9 +84,9 @@ def load_role(name_or_path: str) -> RolePrompt:
             f"unknown role prompt {name_or_path!r} (known: {', '.join(list_roles())})"
         )
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise RolePromptError(f"{path}: malformed YAML: {exc}") from exc
+        data = yamlfile.read(path)  # malformed YAML, a key given twice: one line
+    except UserError as exc:
+        raise RolePromptError(str(exc)) from exc
     if not isinstance(data, dict) or "user" not in data:
         raise RolePromptError(f"{path}: a role prompt needs a `user` template")
     unknown = set(data) - {"name", "user", "system", "answer_format", "description", "prefill"}

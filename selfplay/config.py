@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from curricula.settings import CurriculumSettings
-from selfplay.core import plugins
+from selfplay.core import plugins, yamlfile
 from selfplay.core.errors import UserError
 
 
@@ -97,7 +97,8 @@ class LoraConfig(Strict):
     r: int = Field(16, ge=1)
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = list(LORA_TARGETS)
+    # none: peft finds no layer to adapt and fails deep inside the learner
+    target_modules: list[str] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1)
 
 
 class ParallelConfig(Strict):
@@ -298,15 +299,7 @@ def find_experiment(name_or_path: str) -> Path:
 
 
 def read_yaml(path: Path) -> dict:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError as exc:
-        raise UserError(f"{path}: file not found") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{path}:{where} malformed YAML: {problem}") from exc
+    data = yamlfile.read(path)  # malformed YAML, a key given twice: one line
     if not isinstance(data, dict):
         raise UserError(f"{path}: an experiment must be a YAML mapping, got {type(data).__name__}")
     return data
@@ -317,10 +310,7 @@ def apply_override(data: dict, override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not key:
         raise UserError(f"override {override!r} must look like key.path=value")
-    try:
-        value = yaml.safe_load(raw) if raw else ""
-    except yaml.YAMLError:
-        value = raw
+    value = override_value(key, raw)
     node = data
     parts = key.split(".")
     for part in parts[:-1]:
@@ -329,6 +319,19 @@ def apply_override(data: dict, override: str) -> None:
             raise UserError(f"override {key}: {part} is not a section")
         node = child
     node[parts[-1]] = value
+
+
+def override_value(key: str, raw: str) -> Any:
+    """The YAML value of an override; text that is not YAML stays text (``name=a: b``), but a
+    mapping that gives a key twice (``train={steps: 1, steps: 3}``) is refused."""
+    if not raw:
+        return ""
+    try:
+        return yamlfile.loads(raw, f"override {key}", root=key)
+    except yamlfile.DuplicateKeyError as exc:  # one line typed: its line numbers say nothing
+        raise UserError(f"override {key}={raw}: key {exc.key!r} is given twice") from exc
+    except UserError:
+        return raw
 
 
 def one_line(exc: ValidationError, source: str, prefix: str = "") -> str:

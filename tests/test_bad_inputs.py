@@ -1,6 +1,6 @@
 """What a new user gets wrong, tried the way they would type it (issue 25's 36 bad inputs, and
 more): every one must print ONE line naming what is wrong, exit with code 2, and leave no run
-folder (or sweep folder, or corpus) behind.
+folder (or sweep folder, or corpus) behind: the working directory stays byte for byte as it was.
 
 Each case is a command line run through ``selfplay``'s ``main`` in a fresh working directory
 holding the files the case needs (``FILES``); ``{tmp}`` in an argument is that directory.
@@ -27,6 +27,14 @@ FILES: dict[str, str] = {
     "prompt-bad-key.yaml": "name: p\nuser: '{{ question }}'\nanswr: x\n",
     "prompt-bad-jinja.yaml": "name: p\nuser: '{{ question '\n",
     "prompt-unknown-field.yaml": "name: p\nuser: '{{ board_size }} {{ observation }}'\n",
+    # a key given twice: PyYAML would keep the last one and run what the user did not mean
+    "twice.yaml": "loop: rlvr\nmodel: {path: tiny-random}\ntrain:\n  steps: 1\n  lr: 1.0e-3\n"
+                  "  steps: 3\n",
+    "twice-deep.yaml": "loop: rlvr\nmodel: {path: tiny-random}\nrlvr:\n  tasks:\n"
+                       "    - name: chain_sum\n      config:\n        min_terms: 2\n"
+                       "        max_terms: 2\n        min_terms: 3\n",
+    "prompt-twice.yaml": "name: p\nuser: '{{ question }}'\nsystem: Be brief.\n"
+                         "user: 'Q: {{ question }}'\n",
     "empty.txt": "",
     "data.bin": "\x00\x01\x02",
     "not-a-run/readme.txt": "just a folder\n",
@@ -41,6 +49,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("yaml syntax error", ["run", "broken.yaml"], "broken.yaml"),
     ("yaml not a mapping", ["run", "list.yaml"], "list.yaml"),
     ("misspelt section", ["run", "typo.yaml"], "trian"),
+    ("key given twice", ["run", "twice.yaml"], "key 'train.steps' is given twice (lines 4 and 6)"),
+    ("key given twice two levels deep", ["run", "twice-deep.yaml"],
+     "key 'rlvr.tasks[0].config.min_terms' is given twice (lines 7 and 9)"),
+    ("key given twice in an override", ["run", "rlvr-sanity", TINY, "train={steps: 1, steps: 3}"],
+     "key 'train.steps' is given twice"),
     ("misspelt section in an override", ["run", "rlvr-sanity", TINY, "sampeling.top_p=1"],
      "did you mean 'sampling'"),
     ("no loop", ["run", "noloop.yaml"], "loop"),
@@ -60,6 +73,12 @@ CASES: list[tuple[str, list[str], str]] = [
      "targets"),
     ("zero learner ranks", ["run", "rlvr-sanity", TINY, "train.parallel.ranks=0"], "ranks"),
     ("unknown engine", ["run", "rlvr-sanity", TINY, "engine.backend=sglang"], "sglang"),
+    ("no LoRA target modules", ["run", "rlvr-sanity", TINY, "train.lora.target_modules=[]"],
+     "train.lora.target_modules"),
+    ("run folder that cannot be made", ["run", "rlvr-sanity", TINY, "run_dir=/proc/nope"],
+     "/proc/nope"),
+    ("run folder under a file", ["run", "rlvr-sanity", TINY, "run_dir=empty.txt/runs"],
+     "empty.txt/runs"),
     # --- roles and prompts
     ("unknown role prompt", ["run", "rlvr-sanity", TINY, "roles.solver.prompt=solvr"], "solvr"),
     ("prompt with an unknown key", ["run", "rlvr-sanity", TINY,
@@ -70,11 +89,15 @@ CASES: list[tuple[str, list[str], str]] = [
     ("prompt field the loop does not fill", ["run", "spiral-kuhn-cpu", TINY,
                                              "roles.player.prompt=prompt-unknown-field.yaml"],
      "board_size"),
+    ("prompt with a key given twice", ["run", "rlvr-sanity", TINY,
+                                       "roles.solver.prompt=prompt-twice.yaml"],
+     "key 'user' is given twice (lines 2 and 4)"),
     ("a role the loop does not have", ["run", "rlvr-sanity", TINY, "roles.judge.prompt=judge"],
      "judge"),
     # --- games
     ("unknown game id", ["run", "spiral-kuhn-cpu", TINY, "spiral.games=[{id: kuhn_pokr}]"],
      "kuhn_pokr"),
+    ("no games", ["run", "spiral-kuhn-cpu", TINY, "spiral.games=[]"], "spiral.games"),
     ("wrong game argument", ["run", "spiral-kuhn-cpu", TINY,
                              "spiral.games=[{id: kuhn_poker, kwargs: {roundz: 1}}]"], "roundz"),
     ("unknown opponent", ["run", "spiral-kuhn-cpu", TINY, "spiral.opponent.kind=god"], "god"),
@@ -83,6 +106,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("unknown sampler", ["run", "rlvr-curriculum-cpu", TINY, "curriculum.sampler=dapo2"], "dapo2"),
     ("unknown task family", ["run", "rlvr-sanity", TINY, "rlvr.tasks=[{name: chain_summ}]"],
      "chain_summ"),
+    ("no task families", ["run", "rlvr-sanity", TINY, "rlvr.tasks=[]"], "rlvr.tasks"),
     ("tool time limit below 0", ["run", "agent0-cpu", TINY, "agent0.tool.wall_s=-1"], "wall_s"),
     # --- corpora
     ("unknown corpus", ["run", "spice-cpu", TINY, "spice.corpus=no-such-corpus"], "no-such-corpus"),
@@ -108,6 +132,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("sweep of an unknown grid key", ["sweep", "rlvr-sanity", TINY, "--seeds", "1", "--grid",
                                       "train.stepz=1,2"], "stepz"),
     ("resume a folder that is not a sweep", ["sweep", "--resume", "not-a-sweep"], "not-a-sweep"),
+    ("sweep folder that cannot be made", ["sweep", "rlvr-sanity", TINY, "--seeds", "1", "--out",
+                                          "/proc/nope/sweep"], "/proc/nope"),
     ("list an unknown kind", ["list", "gamez"], "gamez"),
     ("unknown benchmark", ["bench", "warp"], "warp"),
     ("unknown command", ["trian", "rlvr-sanity"], "trian"),
@@ -125,8 +151,10 @@ def attempt(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def everything_under(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+def everything_under(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with its bytes (None: a folder): the folder byte for byte."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes()
+            for p in folder.rglob("*")}
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-import yaml
-
+from selfplay.core import yamlfile
 from selfplay.core.errors import UserError
 
 
@@ -67,10 +66,8 @@ class RunData:
     def config(self) -> dict:
         if not self.config_text:  # a folder built by hand (tests) rather than by the runner
             return {}
-        try:
-            data = yaml.safe_load(self.config_text)
-        except yaml.YAMLError as exc:
-            raise UserError(f"{self.path / 'config.yaml'}: malformed YAML") from exc
+        # a user may edit a run's config.yaml: the same strict reading as an experiment file
+        data = yamlfile.loads(self.config_text, str(self.path / "config.yaml"))
         if not isinstance(data, dict):
             raise UserError(f"{self.path / 'config.yaml'}: not a YAML mapping")
         return data

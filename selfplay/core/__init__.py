@@ -1,2 +1,2 @@
-"""The dependency-free core every package may import: user errors, plug-in lookup, cache paths,
-strict JSONL files. Nothing here imports beyond the standard library."""
+"""The core every package may import: user errors, plug-in lookup, cache paths, strict JSONL
+and YAML files. Nothing here imports beyond the standard library, but for PyYAML (yamlfile)."""

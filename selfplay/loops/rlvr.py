@@ -38,7 +38,7 @@ ROLE = "solver"
 
 
 class RlvrSettings(LoopSettings):
-    tasks: list[TaskSpec]
+    tasks: list[TaskSpec] = Field(min_length=1)  # none: an empty pool, a run on nothing
     dataset_size: int = Field(64, ge=1)  # a small fixed set → the "sanity check" setting
     prompts_per_step: int = Field(4, ge=1)
     group_size: int = Field(8, ge=2)

@@ -23,6 +23,7 @@ from selfplay.config import (
     resolve_paths,
 )
 from selfplay.core.errors import UserError
+from selfplay.core.paths import make_folder
 from selfplay.engines.base import Engine
 from selfplay.engines.hf import HFEngine
 from selfplay.engines.lora import lora_spec
@@ -285,7 +286,7 @@ def new_run_dir(config: ExperimentConfig, loop: Loop | None = None) -> Path:
     the config, the role prompts' text, plug-in sources, the environment."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(config.run_dir) / f"{config.name}-{stamp}"
-    run_dir.mkdir(parents=True, exist_ok=False)
+    make_folder(run_dir, f"run_dir {config.run_dir}")  # /proc/nope: one line, not a traceback
     try:
         inputs.freeze(config, run_dir, loop)
     except BaseException:

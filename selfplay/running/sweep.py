@@ -38,6 +38,7 @@ from pathlib import Path
 from selfplay.analysis.sweepdata import MANIFEST, read_manifest, run_finished
 from selfplay.config import ExperimentConfig, dump, find_experiment
 from selfplay.core.errors import UserError
+from selfplay.core.paths import make_folder
 from selfplay.loops import load_experiment, make_loop
 from selfplay.running.tracking import console
 
@@ -185,7 +186,7 @@ def create(
     out = out.resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out} exists and is not a sweep folder (no {MANIFEST})")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(out.parent, f"sweep folder {out}", exist_ok=True)  # /proc/nope: one line
     tmp = out.parent / f".{out.name}.creating-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:

@@ -62,7 +62,7 @@ class OpponentSettings(Strict):
 
 
 class SpiralSettings(LoopSettings):
-    games: list[GameSpec]
+    games: list[GameSpec] = Field(min_length=1)  # none: nothing to sample a game from
     games_per_step: int = Field(8, ge=1)
     opponent: OpponentSettings = OpponentSettings()
     invalid_penalty: float = -1.5  # offender's training reward for an invalid/unparseable move
