@@ -3,7 +3,7 @@
 ``pydoc-topics:assert,for`` picks some).
 
 A document is ``(source, text)``: ``source`` names where it came from precisely enough to find
-it again (``docs/a.md``, ``rows.jsonl#12``, ``pydoc-topics/assert``).
+it again (``notes/a.md``, ``rows.jsonl#12``, ``pydoc-topics/assert``).
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def load_tokenizer(path: Path):
 def tokenizer_for(spec: str):
     """The tokenizer of model spec ``spec`` (``embedded``, ``tiny-random``, a folder, a hub id),
     loaded once per process: the ``tokenizer_loader`` that chunks a corpus in the policy's
-    tokens (``corpora.build_corpus``)."""
+    tokens (``corpora.build.build_corpus``)."""
     return load_tokenizer(resolve_model_path(spec))
 
 

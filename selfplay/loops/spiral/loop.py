@@ -15,7 +15,7 @@ Game mixture: with ``curriculum.sampler: uniform`` games are drawn by their ``we
 other sampler (``tscl`` is the one made for it: a bandit on learning progress, Matiisen et al.
 2017) each game spec is one task of the curriculum's buffer, drawn with replacement from the
 sampler's distribution, and scored per step by its trained seats' mean training reward rescaled
-to [0, 1] (``metrics.game_groups``), so learning progress is the change of that score.
+to [0, 1] (``records.game_groups``), so learning progress is the change of that score.
 
 Opponents: ``mirror`` (both seats are the policy and both are trained; the default),
 ``random`` (random legal actions; only the policy's seat is trained), ``frozen`` (the initial
