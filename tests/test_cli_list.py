@@ -36,7 +36,7 @@ def test_every_experiment_publishes_its_budget() -> None:
     memory per GPU."""
     import re
 
-    from selfplay.config import find_experiment, list_experiments, read_yaml
+    from selfplay.config_files import find_experiment, list_experiments, read_yaml
 
     for name in list_experiments():
         data = read_yaml(find_experiment(name))

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from selfplay.cli.main import main
-from selfplay.config import apply_override
+from selfplay.config_files import apply_override
 from selfplay.core.errors import UserError
 from selfplay.loops import load_experiment, validate
 from tests.conftest import tiny_config
@@ -20,7 +20,7 @@ def _write(tmp_path, data, name="exp.yaml"):
 
 
 def test_shipped_experiments_validate():
-    from selfplay.config import list_experiments
+    from selfplay.config_files import list_experiments
 
     names = list_experiments()
     assert "rlvr-sanity" in names

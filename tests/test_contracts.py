@@ -121,3 +121,19 @@ def test_built_in_implementations_are_complete() -> None:
         assert issubclass(cls, Loop) and not inspect.isabstract(cls), name
         assert cls.Settings is not None and issubclass(cls.Settings, LoopSettings), name
         assert cls.spec.roles, f"{name} declares no roles"
+
+
+LOOP_LINES, MODULE_LINES = 400, 500
+
+
+def test_modules_keep_to_their_sizes() -> None:
+    """Loops at most 400 lines, modules under 500 unless docs/architecture.md#sizes says why."""
+    excused = set(re.findall(r"^\| `([^`]+\.py)` \| ~?\d+ \|", ARCHITECTURE, re.M))
+    too_long = []
+    for path in _source_files():
+        relative, lines = str(path.relative_to(ROOT)), len(path.read_text().splitlines())
+        limit = LOOP_LINES if relative.startswith("selfplay/loops/") else MODULE_LINES
+        if lines > limit and relative not in excused:
+            too_long.append(f"{relative}: {lines} lines")
+    assert excused, "the sizes table of docs/architecture.md was not found"
+    assert not too_long, too_long

@@ -23,7 +23,7 @@ CORE = "selfplay.core"
 # Lower layers first; a module may import from its own layer and the layers below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("selfplay.core",),
-    ("selfplay.types", "selfplay.config"),
+    ("selfplay.types", "selfplay.config", "selfplay.config_files"),
     ("selfplay.rl", "selfplay.stats"),
     ("selfplay.engines",),
     ("selfplay.training",),

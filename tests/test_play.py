@@ -7,7 +7,7 @@ import torch
 from rich.console import Console
 
 from selfplay.cli.play import load_policy, play
-from selfplay.config import dump
+from selfplay.config_files import dump
 from selfplay.core.errors import UserError
 from selfplay.loops import validate
 from selfplay.running.runner import build, run

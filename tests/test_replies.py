@@ -10,7 +10,7 @@ import asyncio
 import json
 
 from selfplay.analysis.debugging import episode_html
-from selfplay.config import dump
+from selfplay.config_files import dump
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import validate
 from selfplay.loops.rlvr import RlvrLoop

@@ -238,7 +238,7 @@ def test_a_game_raising_mid_run_is_one_line_and_leaves_no_folder(
 
 def test_shipped_experiments_prompts_read_only_fields_their_loop_fills() -> None:
     from roles import load_role
-    from selfplay.config import list_experiments
+    from selfplay.config_files import list_experiments
     from selfplay.loops import load_experiment, loop_class
 
     for name in list_experiments():

@@ -39,7 +39,7 @@ def load_peer_config(
 ):
     """The experiment both sides run, checked for what TRL's GRPOTrainer can reproduce;
     ``threads``: the torch threads of both (``threads.torch``)."""
-    from selfplay.config import find_experiment, read_yaml
+    from selfplay.config_files import find_experiment, read_yaml
     from selfplay.loops import load_experiment
 
     loop = read_yaml(find_experiment(experiment)).get("loop")

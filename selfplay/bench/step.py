@@ -33,7 +33,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from selfplay.config import find_experiment, read_yaml
+from selfplay.config_files import find_experiment, read_yaml
 from selfplay.core.errors import UserError
 from selfplay.loops import load_experiment
 

@@ -82,7 +82,7 @@ def cmd_list(args) -> int:
 def _listing(what: str, needle: str) -> dict[str, list]:
     """What ``selfplay list`` shows, names containing ``needle`` only (case-insensitive)."""
     from roles import list_roles
-    from selfplay.config import find_experiment, list_experiments, read_yaml
+    from selfplay.config_files import find_experiment, list_experiments, read_yaml
 
     listing: dict[str, list] = {}
     if what in ("experiments", "all"):

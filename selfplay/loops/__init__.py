@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from selfplay import config as experiment
+from selfplay import config_files as experiment
 from selfplay.config import ExperimentConfig, LoopSection
 from selfplay.core import plugins
 from selfplay.core.errors import UserError

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from roles import PROMPTS_DIR
-from selfplay.config import ExperimentConfig, dump, path_fields, set_path
+from selfplay.config import ExperimentConfig
+from selfplay.config_files import dump, path_fields, set_path
 from selfplay.core import plugins
 
 INPUTS = "inputs"

@@ -15,13 +15,8 @@ from pathlib import Path
 import torch
 
 from selfplay.analysis.report import write_report
-from selfplay.config import (
-    ExperimentConfig,
-    apply_override,
-    overridden,
-    read_yaml,
-    resolve_paths,
-)
+from selfplay.config import ExperimentConfig
+from selfplay.config_files import apply_override, overridden, read_yaml, resolve_paths
 from selfplay.core.errors import UserError
 from selfplay.core.paths import make_folder
 from selfplay.engines.base import Engine

@@ -36,7 +36,8 @@ from datetime import datetime
 from pathlib import Path
 
 from selfplay.analysis.sweepdata import MANIFEST, read_manifest, run_finished
-from selfplay.config import ExperimentConfig, dump, find_experiment
+from selfplay.config import ExperimentConfig
+from selfplay.config_files import dump, find_experiment
 from selfplay.core.errors import UserError
 from selfplay.core.paths import make_folder
 from selfplay.loops import load_experiment, make_loop
