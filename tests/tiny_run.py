@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from selfplay.config_files import dump
 from selfplay.loops import validate
 from selfplay.running.runner import build, run
 from tests.conftest import tiny_config, varied_grade
@@ -26,7 +27,7 @@ def make_tiny_run(tmp_path: Path, loop: str = "rlvr", steps: int = 2, train: dic
     config = validate(data, "test")
     run_dir = tmp_path / f"{loop}-run"
     run_dir.mkdir()
-    (run_dir / "config.yaml").write_text(__import__("selfplay.config_files").config_files.dump(config))
+    (run_dir / "config.yaml").write_text(dump(config))
     world = build(config, run_dir, resume=False)
     if loop == "rlvr":
         world.loop.grade = varied_grade
