@@ -62,6 +62,8 @@ def learner_settings(config: ExperimentConfig) -> LearnerSettings:
         eps_high=train.eps_high,
         cispo_eps_max=train.cispo_eps_max,
         tis_cap=train.tis_cap,
+        kl_coef=train.kl_coef,
+        kl_estimator=train.kl_estimator,
         epochs=train.epochs,
         micro_batch_size=train.micro_batch_size,
         logprob_chunk_size=train.logprob_chunk_size,

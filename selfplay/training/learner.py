@@ -23,11 +23,17 @@ import torch
 from selfplay.core.errors import UserError
 from selfplay.engines.hf import LoraSpec, attach_adapters
 from selfplay.engines.models import load_causal_lm
-from selfplay.rl.losses import Aggregation, LogitTransform, Objective, chunked_logprobs
+from selfplay.rl.losses import (
+    Aggregation,
+    KlEstimator,
+    LogitTransform,
+    Objective,
+    chunked_logprobs,
+)
 from selfplay.training import state as learner_state
 from selfplay.training.allocator import return_large_blocks
 from selfplay.training.batches import MicroBatch, learner_batches
-from selfplay.training.scoring import Scorer
+from selfplay.training.scoring import Scorer, frozen_copy
 from selfplay.training.weights import NcclSending, local_address, save_weights_file
 from selfplay.types import Sample
 
@@ -43,6 +49,8 @@ class LearnerSettings:
     eps_high: float = 0.28
     cispo_eps_max: float = 5.0
     tis_cap: float | None = 2.0
+    kl_coef: float = 0.0  # β of the KL term to the initial policy (0: off, no reference scored)
+    kl_estimator: KlEstimator = "k3"
     epochs: int = 1
     micro_batch_size: int = 8
     logprob_chunk_size: int = 1024
@@ -67,6 +75,9 @@ class Learner:
             return_large_blocks()
         model = load_causal_lm(model_path, settings.dtype)
         self.logit_transform = logit_transform(model, model_path)
+        # full fine-tuning's KL reference: the initial weights, copied before anything trains
+        # (a resumed run builds it from the model file too, then loads its checkpoint)
+        reference = frozen_copy(model) if settings.lora is None and settings.kl_coef else None
         self.adapters = list(adapters or []) if settings.lora else []
         if settings.lora is not None:
             if not self.adapters:
@@ -79,7 +90,8 @@ class Learner:
             if settings.lora is not None:
                 model.enable_input_require_grads()
         self.model = model.to(self.device)
-        self.scorer = Scorer(self.model, self.adapters, settings, self.logit_transform, self.device)
+        self.scorer = Scorer(self.model, self.adapters, settings, self.logit_transform, self.device,
+                             None if reference is None else reference.to(self.device))
         self.scorer.mark_trainable()
         self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
         self.version = 0  # number of optimizer steps taken
