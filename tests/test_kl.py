@@ -267,3 +267,24 @@ def test_two_ranks_give_the_one_process_kl_loss_and_update(tiny_model_path, fine
     finally:
         two.close()
         ray.shutdown()
+
+
+# ---------------------------------------------------------------- selfplay plan
+
+
+def test_plan_counts_the_frozen_copy_only_for_full_fine_tuning() -> None:
+    """spiral-kuhn fully fine-tunes Qwen3-4B in fp32 on 8 ranks: the copy adds an eighth of the
+    weights to each rank, kept between steps too; LoRA's reference (the base) adds nothing."""
+    from selfplay.loops import load_experiment
+    from selfplay.running.plan import plan, shape_of
+
+    config = load_experiment("spiral-kuhn")
+    off = plan(config, gpus=8)
+    config.train.kl_coef = 0.01
+    on = plan(config, gpus=8)
+    copy = shape_of("Qwen/Qwen3-4B-Base").params * 4 / 8
+    assert on.learner["KL reference (frozen copy)"] == pytest.approx(copy)
+    assert on.learner_peak - off.learner_peak == pytest.approx(copy)
+    assert on.learner["at rest"] - off.learner["at rest"] == pytest.approx(copy)
+    lora = load_experiment("spice-1gpu", ["train.kl_coef=0.01"])
+    assert plan(lora, gpus=1).learner == plan(load_experiment("spice-1gpu"), gpus=1).learner
