@@ -196,6 +196,12 @@ class Scorer:
                              "weights, built with the learner: set kl_coef before building it")
         yield self.reference_entry
 
+    def kl_estimate(self, batch: MicroBatch, logp: torch.Tensor) -> torch.Tensor | None:
+        """Per-token KL to the initial policy (None while the term is off)."""
+        if self.settings.kl_coef == 0 or batch.logp_ref is None:
+            return None
+        return kl_estimate(logp, batch.logp_ref, self.settings.kl_estimator)
+
     def accumulate(self, batches: list[MicroBatch], weights: list[float] | None = None) -> Totals:
         """Loss and gradient of ``batches`` into ``.grad``; ``weights`` scale each batch's loss
         (0 for a rank's padding passes: run for their collectives, counted nowhere). With
@@ -216,11 +222,9 @@ class Scorer:
                 self.settings.cispo_eps_max,
             )
             tis = tis_weights(logp_old, batch.engine_logprobs, self.settings.tis_cap)
+            kl = self.kl_estimate(batch, logp)
             loss = (losses * tis * batch.coefficients).sum()
-            kl = None
-            if batch.logp_ref is not None and self.settings.kl_coef > 0:
-                # in the loss, not the reward; no TIS weight (as verl's and TRL's KL loss)
-                kl = kl_estimate(logp, batch.logp_ref, self.settings.kl_estimator)
+            if kl is not None:  # in the loss, not the reward; no TIS weight (as verl's, TRL's)
                 loss = loss + self.settings.kl_coef * (kl * batch.coefficients).sum()
             (loss * weight if weight != 1.0 else loss).backward()
             if weight == 0.0:
