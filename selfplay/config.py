@@ -119,6 +119,8 @@ class TrainConfig(Strict):
     eps_high: float = Field(0.28, ge=0)
     cispo_eps_max: float = Field(5.0, gt=0)
     tis_cap: float | None = Field(2.0, gt=0)  # None disables TIS
+    kl_coef: float = Field(0.0, ge=0)  # β of a KL term to the initial policy in the loss; 0: off
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     epochs: int = Field(1, ge=1)
     micro_batch_size: int = Field(8, ge=1)
     logprob_chunk_size: int = Field(1024, ge=16)

@@ -1,4 +1,4 @@
-"""Token objectives, aggregation modes and TIS (docs/algorithms.md#losses).
+"""Token objectives, aggregation modes, TIS and the KL estimators (docs/algorithms.md#losses).
 
 The learner computes, for every model token t of every sample, a token loss ℓ_t and multiplies
 it by a *coefficient* c_t fixed by the aggregation mode over the whole batch, so that
@@ -20,6 +20,7 @@ Objective = Literal["ppo", "reinforce", "cispo"]
 Aggregation = Literal[
     "token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean", "prompt-level"
 ]
+KlEstimator = Literal["k1", "k2", "k3"]
 AGGREGATIONS = ("token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean", "prompt-level")
 
 # Each named loss preset = token objective + advantage estimator + default aggregation.
@@ -94,6 +95,36 @@ def token_losses(
         unclipped, clipped = ratio * advantages, clipped_ratio * advantages
         return -torch.minimum(unclipped, clipped), (clipped < unclipped).float()
     raise ValueError(f"unknown objective {objective!r}")
+
+
+# k3's clamps, as verl's low_var_kl: the log-ratio to ±20 (e^20 ≈ 5e8 still fits every float
+# type; e^80 overflows fp32) and the estimate to ±10, so one token the reference finds nearly
+# impossible cannot take over the batch's loss (and gets no gradient beyond the cap)
+K3_LOG_RATIO_CLAMP = 20.0
+K3_VALUE_CLAMP = 10.0
+
+
+def kl_estimate(
+    logp: torch.Tensor, logp_ref: torch.Tensor, estimator: KlEstimator
+) -> torch.Tensor:
+    """Per-token estimate of KL(π_θ ‖ π_ref) from tokens sampled from π_θ (Schulman's k1/k2/k3).
+
+    With ℓ = log π_θ − log π_ref:
+    k1 = ℓ                (unbiased, high variance, negative on some tokens)
+    k2 = ½·ℓ²             (biased, low variance)
+    k3 = e^{−ℓ} − 1 + ℓ   (unbiased, ≥ 0, low variance; ℓ clamped to ±20, k3 to ±10 as in verl)
+    The gradient flows through ``logp`` only: the reference has none.
+    """
+    log_ratio = logp - logp_ref.detach()
+    if estimator == "k1":
+        return log_ratio
+    if estimator == "k2":
+        return 0.5 * log_ratio.square()
+    if estimator == "k3":
+        clamped = log_ratio.clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
+        value = torch.exp(-clamped) - 1 + clamped
+        return value.clamp(-K3_VALUE_CLAMP, K3_VALUE_CLAMP)
+    raise ValueError(f"unknown KL estimator {estimator!r}; choose k1, k2 or k3")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ Per learner rank (N ranks share the model with FSDP2; one rank holds it all):
 - weights: the model's parameters in ``model.dtype`` / N (LoRA: the frozen base / N, and the
   adapters);
 - gradients: trainable parameters / N; optimizer: AdamW's two moments, 2 × trainable / N;
+- KL reference (full fine-tuning with ``train.kl_coef`` > 0): a frozen copy of the initial
+  weights / N (LoRA's reference is the base with the adapters off: nothing more);
 - gathered units (N > 1): two decoder layers (the one running and the one prefetched) and the
   root (embeddings, final norm, head) unsharded while a micro-batch runs;
 - activations of one micro-batch (``train.micro_batch_size`` sequences of prompt + new tokens):
@@ -191,6 +193,8 @@ def _learner(config: ExperimentConfig, shape: Shape, gpu: bool, prompt: int) -> 
         weights = shape.params * stored / ranks
     rows = {"weights": weights, "gradients": trainable * stored / ranks,
             "optimizer": 2 * trainable * stored / ranks}
+    if train.finetune == "full" and train.kl_coef > 0:  # LoRA's reference: the base, adapters off
+        rows["KL reference (frozen copy)"] = shape.params * stored / ranks
     if ranks > 1:
         rows["gathered units"] = (2 * shape.layer_params + shape.root_params) * compute
     tokens = train.micro_batch_size * (prompt + config.sampling.max_new_tokens)
@@ -211,7 +215,8 @@ def _learner(config: ExperimentConfig, shape: Shape, gpu: bool, prompt: int) -> 
     rows["loading (CPU, rank 0)"] = shape.params * stored
     # between steps (while the engines generate): shards, gradients (kept to the next step's
     # zero_grad) and optimizer, nothing gathered, no activations
-    rows["at rest"] = sum(rows[k] for k in ("weights", "gradients", "optimizer", "overhead"))
+    rows["at rest"] = sum(rows[k] for k in ("weights", "gradients", "optimizer", "overhead",
+                                            "KL reference (frozen copy)") if k in rows)
     return rows
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from selfplay.engines.hf import LoraSpec
-from selfplay.rl.losses import Aggregation, Objective
+from selfplay.engines.lora import LoraSpec
+from selfplay.rl.losses import Aggregation, KlEstimator, Objective
 from selfplay.types import Sample
 
 
@@ -34,6 +34,8 @@ class LearnerSettings:
     eps_high: float = 0.28
     cispo_eps_max: float = 5.0
     tis_cap: float | None = 2.0
+    kl_coef: float = 0.0  # β of the KL term to the initial policy (0: off, no reference scored)
+    kl_estimator: KlEstimator = "k3"
     epochs: int = 1
     micro_batch_size: int = 8
     logprob_chunk_size: int = 1024

@@ -33,6 +33,7 @@ class MicroBatch:
     temperature: torch.Tensor  # [N]
     top_p: torch.Tensor  # [N] nucleus each token was sampled from (1: none)
     logp_old: torch.Tensor | None = None  # [N], first-pass log-probs (PPO epochs)
+    logp_ref: torch.Tensor | None = None  # [N], the initial policy's (train.kl_coef > 0)
     # Shared-prefix batches (a GRPO group: one prompt, several completions): the prompt runs
     # once and its KV cache is expanded to every row; input_ids then holds completions only.
     prefix_ids: torch.Tensor | None = None  # [1, P]

@@ -27,7 +27,7 @@ from selfplay.training import state as learner_state
 from selfplay.training.allocator import return_large_blocks
 from selfplay.training.base import Learner, LearnerSettings
 from selfplay.training.batches import MicroBatch, learner_batches
-from selfplay.training.scoring import Scorer
+from selfplay.training.scoring import Scorer, frozen_copy
 from selfplay.training.sync import NcclSending, local_address, save_weights_file
 from selfplay.types import Sample
 
@@ -48,6 +48,9 @@ class LocalLearner(Learner):
             return_large_blocks()
         model = load_causal_lm(model_path, settings.dtype)
         self.logit_transform = logit_transform(model, model_path)
+        # full fine-tuning's KL reference: the initial weights, copied before anything trains
+        # (a resumed run builds it from the model file too, then loads its checkpoint)
+        reference = frozen_copy(model) if settings.lora is None and settings.kl_coef else None
         self.adapters = list(adapters or []) if settings.lora else []
         if settings.lora is not None:
             if not self.adapters:
@@ -60,7 +63,8 @@ class LocalLearner(Learner):
             if settings.lora is not None:
                 model.enable_input_require_grads()
         self.model = model.to(self.device)
-        self.scorer = Scorer(self.model, self.adapters, settings, self.logit_transform, self.device)
+        self.scorer = Scorer(self.model, self.adapters, settings, self.logit_transform, self.device,
+                             None if reference is None else reference.to(self.device))
         self.scorer.mark_trainable()
         self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
         self.version = 0  # number of optimizer steps taken

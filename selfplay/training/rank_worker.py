@@ -112,10 +112,19 @@ class RankWorker:
         self.scorer.mark_trainable()
         mesh = init_device_mesh(self.device.type, (world_size,))
         self.model = shard(model, mesh, parallel, cuda)
-        fill_from_rank0(self.model, full, self.device)
-        del full
+        # a copy of the dict: loading replaces its entries with the loaded shards, and the KL
+        # reference below is filled from the same initial weights
+        fill_from_rank0(self.model, dict(full), self.device)
         self.scorer.model = self.model
-        self.scorer.entry = score_as_forward(self.model, self.scorer)
+        self.scorer.entry = score_as_forward(self.model, self.scorer.compute)
+        if settings.lora is None and settings.kl_coef:
+            reference = sharded_reference(path, settings.dtype, full, self.model, mesh, parallel,
+                                          self.device)
+            self.scorer.reference = reference
+            self.scorer.reference_entry = score_as_forward(
+                reference, lambda batch: self.scorer.compute(batch, reference)
+            )
+        del full
         self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
         self.nccl = NcclSending()
 
@@ -303,16 +312,35 @@ def shard(model: torch.nn.Module, mesh, parallel: ParallelSettings, cuda: bool) 
     return model
 
 
-def score_as_forward(model: torch.nn.Module, scorer) -> Any:
-    """The scorer's computation as a forward method of the root FSDP module: the scorer calls
-    the decoder and reads the head's weight itself, bypassing ``model.forward``."""
+def score_as_forward(model: torch.nn.Module, compute) -> Any:
+    """The scorer's computation ``compute(batch)`` as a forward method of the root FSDP module:
+    the scorer calls the decoder and reads the head's weight itself, bypassing
+    ``model.forward``."""
     import types
 
     from torch.distributed.fsdp import register_fsdp_forward_method
 
-    model.fsdp_score = types.MethodType(lambda _, batch: scorer.compute(batch), model)
+    model.fsdp_score = types.MethodType(lambda _, batch: compute(batch), model)
     register_fsdp_forward_method(model, "fsdp_score")
     return model.fsdp_score
+
+
+def sharded_reference(path: Path, dtype: str, full: dict[str, torch.Tensor],
+                      policy: torch.nn.Module, mesh, parallel: ParallelSettings,
+                      device: torch.device) -> torch.nn.Module:
+    """Full fine-tuning's KL reference on N ranks: the initial weights (rank 0's ``full``),
+    frozen and sharded with FSDP2 as the policy is, so each rank holds 1/N of the copy. Built on
+    the meta device on every rank; its buffers (rotary tables, kept out of state dicts) are the
+    policy's, which rank 0 already sent."""
+    reference = meta_causal_lm(path, dtype)
+    reference.requires_grad_(False)
+    reference = shard(reference, mesh, parallel, torch.cuda.is_available())
+    fill_from_rank0(reference, full, device)
+    buffers = dict(policy.named_buffers())
+    with torch.no_grad():
+        for name, buffer in reference.named_buffers():
+            buffer.copy_(buffers[name])
+    return reference.eval()
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:

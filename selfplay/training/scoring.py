@@ -6,18 +6,36 @@ Log-probs come from the decoder's hidden states in chunks (``losses.chunked_logp
 batch's full-vocabulary log-softmax never exists at once; each token is scored under the
 distribution the engine drew it from (its temperature, its top-p nucleus renormalised, and the
 model's own logit head).
+
+With ``train.kl_coef`` > 0 each micro-batch also gets the initial policy's log-probs of its
+tokens, once per step (the reference never changes): the base model with the adapters disabled
+(LoRA: no extra memory), or a frozen copy of the initial weights (full fine-tuning); the loss
+then adds β·c_t·KL_t per token with the policy loss's own coefficients c_t.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
-from selfplay.rl.losses import LogitTransform, chunked_logprobs, tis_weights, token_losses
+from selfplay.rl.losses import (
+    LogitTransform,
+    chunked_logprobs,
+    kl_estimate,
+    tis_weights,
+    token_losses,
+)
 from selfplay.training.batches import MicroBatch
 
-SUMS = ("loss", "clip", "entropy", "mismatch_k1", "mismatch_abs", "tis", "tokens")
+# kl: the KL estimate summed over the tokens that had a reference (kl_tokens; all of them when
+# train.kl_coef > 0, none otherwise)
+SUMS = ("loss", "clip", "entropy", "mismatch_k1", "mismatch_abs", "tis", "tokens", "kl",
+        "kl_tokens")
+Score = Callable[[MicroBatch], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -34,9 +52,11 @@ class Totals:
         )
 
     def metrics(self) -> dict[str, float]:
-        """Token means over every micro-batch of the step (the loss: its sum)."""
+        """Token means over every micro-batch of the step (the loss: its sum, β·KL included)."""
         per_token = max(self.sums["tokens"], 1.0)
-        return {
+        kl_tokens = self.sums["kl_tokens"]
+        kl = {"train/kl": self.sums["kl"] / kl_tokens} if kl_tokens else {}  # kl_coef > 0
+        return kl | {
             "train/loss": self.sums["loss"],
             "train/clip_frac": self.sums["clip"] / per_token,
             "train/entropy": self.sums["entropy"] / per_token,
@@ -48,18 +68,29 @@ class Totals:
         }
 
 
+def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """The initial weights for the KL term of full fine-tuning: a copy nothing trains."""
+    reference = copy.deepcopy(model).eval()
+    reference.requires_grad_(False)
+    return reference
+
+
 class Scorer:
-    """Scores micro-batches with ``model`` (a peft model with ``adapters``, or a plain model)."""
+    """Scores micro-batches with ``model`` (a peft model with ``adapters``, or a plain model);
+    ``reference``: the frozen initial weights (full fine-tuning with ``kl_coef`` > 0)."""
 
     def __init__(
-        self, model, adapters: list[str], settings, transform: LogitTransform, device
+        self, model, adapters: list[str], settings, transform: LogitTransform, device,
+        reference: torch.nn.Module | None = None,
     ) -> None:
         self.model, self.adapters, self.settings = model, adapters, settings
         self.transform, self.device = transform, device
+        self.reference = reference
         # what token_logprobs calls: ``compute`` itself, or on an FSDP2 model the same computation
         # registered as one of the root module's forward methods (so the root's own parameters,
         # embeddings, final norm and head, are gathered and their gradients reduced)
-        self.entry = self.compute
+        self.entry: Score = self.compute
+        self.reference_entry: Score = lambda batch: self.compute(batch, self.reference)
 
     def mark_trainable(self) -> None:
         """All adapters trainable (peft's set_adapter would freeze the inactive ones)."""
@@ -73,11 +104,16 @@ class Scorer:
     def token_logprobs(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         return self.entry(batch)
 
-    def compute(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.adapters:
-            self.model.set_adapter(batch.adapter)
-            self.mark_trainable()
-        core = self.model.get_base_model() if self.adapters else self.model
+    def compute(
+        self, batch: MicroBatch, model: torch.nn.Module | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs and entropies of ``batch``'s tokens under ``model`` (the policy if None)."""
+        if model is None:
+            model = self.model
+            if self.adapters:
+                model.set_adapter(batch.adapter)
+                self.mark_trainable()
+        core = model.get_base_model() if self.adapters else model
         hidden = self.predicting_hidden(core.get_decoder(), batch)
         selected = hidden[batch.rows, batch.cols]
         head = core.get_output_embeddings()
@@ -133,9 +169,44 @@ class Scorer:
             for batch in batches:
                 batch.logp_old = self.token_logprobs(batch)[0].detach()
 
+    def reference_pass(self, batches: list[MicroBatch]) -> None:
+        """``kl_coef`` > 0: every batch without them gets the initial policy's log-probs of its
+        tokens, under the same temperature, nucleus and logit head as the policy's. Nothing
+        when the KL term is off. On sharded ranks every rank runs the same number of batches
+        here (padding included), so the collectives match."""
+        if self.settings.kl_coef == 0:
+            return
+        missing = [batch for batch in batches if batch.logp_ref is None]
+        if not missing:
+            return
+        with torch.no_grad(), self.reference_policy() as score:
+            for batch in missing:
+                batch.logp_ref = score(batch)[0].detach()
+
+    @contextmanager
+    def reference_policy(self) -> Iterator[Score]:
+        """Scoring under the initial policy: LoRA's base with every adapter disabled (peft
+        restores them on exit), or the frozen copy of full fine-tuning."""
+        if self.adapters:
+            with self.model.disable_adapter():
+                yield self.entry
+            return
+        if self.reference is None:
+            raise ValueError("train.kl_coef > 0 with full fine-tuning needs the frozen initial "
+                             "weights, built with the learner: set kl_coef before building it")
+        yield self.reference_entry
+
+    def kl_estimate(self, batch: MicroBatch, logp: torch.Tensor) -> torch.Tensor | None:
+        """Per-token KL to the initial policy (None while the term is off)."""
+        if self.settings.kl_coef == 0 or batch.logp_ref is None:
+            return None
+        return kl_estimate(logp, batch.logp_ref, self.settings.kl_estimator)
+
     def accumulate(self, batches: list[MicroBatch], weights: list[float] | None = None) -> Totals:
         """Loss and gradient of ``batches`` into ``.grad``; ``weights`` scale each batch's loss
-        (0 for a rank's padding passes: run for their collectives, counted nowhere)."""
+        (0 for a rank's padding passes: run for their collectives, counted nowhere). With
+        ``kl_coef`` > 0 the reference log-probs come first (once: PPO epochs reuse them)."""
+        self.reference_pass(batches)
         totals = Totals()
         for index, batch in enumerate(batches):
             weight = 1.0 if weights is None else weights[index]
@@ -151,7 +222,10 @@ class Scorer:
                 self.settings.cispo_eps_max,
             )
             tis = tis_weights(logp_old, batch.engine_logprobs, self.settings.tis_cap)
+            kl = self.kl_estimate(batch, logp)
             loss = (losses * tis * batch.coefficients).sum()
+            if kl is not None:  # in the loss, not the reward; no TIS weight (as verl's, TRL's)
+                loss = loss + self.settings.kl_coef * (kl * batch.coefficients).sum()
             (loss * weight if weight != 1.0 else loss).backward()
             if weight == 0.0:
                 continue
@@ -164,5 +238,8 @@ class Scorer:
             sums["mismatch_k1"] += float(diff.sum())
             sums["mismatch_abs"] += float(diff.abs().sum())
             sums["tis"] += float(tis.sum())
+            if kl is not None:
+                sums["kl"] += float(kl.detach().sum())
+                sums["kl_tokens"] += int(kl.numel())
             totals.mismatch_max = max(totals.mismatch_max, float(diff.abs().max()))
         return totals
