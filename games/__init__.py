@@ -1,20 +1,22 @@
 """Zero-sum two-player text games behind one `Game` protocol.
 
     import games
-    game = games.make("kuhn_poker")          # or "tictactoe", "textarena:Nim-v0", ...
+    game = games.make("kuhn_poker")          # or "tictactoe", "textarena:Nim-v0",
+                                             #    "openspiel:leduc_poker", ...
     game.reset(seed=0)
     while not game.done:
         text = game.observation(game.current_player)
         game.step("[check]")                 # bracketed actions; see games.extract_action
     game.outcome()                           # {0: 1.0, 1: -1.0}
 
-Importing this package does not import textarena (it pulls in nltk and takes a second);
-the TextArena adapter imports it when a "textarena:" game is made.
+Importing this package does not import textarena (it pulls in nltk and takes a second) or
+pyspiel; the adapters import them when a "textarena:" or "openspiel:" game is made.
 """
 
 from games.actions import extract_action, legal_actions_from_text, match_legal
 from games.base import DEFAULT_MAX_TURNS, Game, GameOverError, NativeGame, StepResult
 from games.kuhn_poker import KuhnPoker
+from games.openspiel_adapter import OpenSpielGame
 from games.opponents import (
     CheckpointPool,
     Opponent,
@@ -51,6 +53,7 @@ __all__ = [
     "NativeGame",
     "Offer",
     "OfferError",
+    "OpenSpielGame",
     "Opponent",
     "RandomOpponent",
     "SimpleNegotiation",

@@ -1,4 +1,5 @@
-"""Game ids -> games: native games by name, any TextArena env as "textarena:<id>", and games
+"""Game ids -> games: native games by name, any TextArena env as "textarena:<id>", any
+two-player zero-sum OpenSpiel game as "openspiel:<name>(param=value,...)", and games
 from a user's own module by import path ("my_games.nim:Nim") or entry point (group
 ``selfplay.games``)."""
 
@@ -14,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from games.base import Game
+from games.errors import UnknownGameError, UnplayableGameError
 from games.kuhn_poker import KuhnPoker
+from games.openspiel_adapter import OPENSPIEL_PREFIX, OpenSpielGame
+from games.openspiel_adapter import load as load_openspiel
+from games.openspiel_catalog import listed_ids as openspiel_ids
+from games.openspiel_catalog import read as openspiel_catalog
 from games.simple_negotiation import SimpleNegotiation
 from games.textarena_adapter import (
     TEXTARENA_PREFIX,
@@ -31,30 +37,17 @@ OFFLINE_LIST = Path(__file__).with_name("textarena_offline.txt")
 LEGAL_FILE = OFFLINE_LIST.with_suffix(".json")  # written by games.verify_offline
 # Native games know their legal moves exactly, except negotiation's free-form offers.
 _NATIVE_LEGAL = {"simple_negotiation": "free-form"}
+_NATIVE_INFORMATION = {
+    "kuhn_poker": "imperfect",
+    "tictactoe": "perfect",
+    "simple_negotiation": "imperfect",
+}
 
 _NATIVE: dict[str, Callable[..., Game]] = {
     "kuhn_poker": KuhnPoker,
     "tictactoe": TicTacToe,
     "simple_negotiation": SimpleNegotiation,
 }
-
-
-class UnknownGameError(LookupError):
-    """A game id that names no native game and no TextArena env."""
-
-    def __init__(self, game_id: str, hint: str = "") -> None:
-        self.game_id = game_id
-        super().__init__(
-            f"unknown game {game_id!r}{hint}; run `selfplay list games` to see the available games"
-        )
-
-
-class UnplayableGameError(ValueError):
-    """A game id that exists but cannot be played here (one-player, broken import, ...)."""
-
-    def __init__(self, game_id: str, why: str) -> None:
-        self.game_id = game_id
-        super().__init__(f"game {game_id!r} cannot be played here: {why}")
 
 
 class GameRaisedError(UserError):
@@ -152,7 +145,7 @@ def unplayable_reason(env_id: str) -> str | None:
 
 def register(game_id: str, factory: Callable[..., Game]) -> None:
     """Add a native game under `game_id` (a new game is one module plus this call)."""
-    if game_id in _NATIVE or game_id.startswith(TEXTARENA_PREFIX):
+    if game_id in _NATIVE or game_id.startswith((TEXTARENA_PREFIX, OPENSPIEL_PREFIX)):
         raise ValueError(f"game id {game_id!r} is taken or reserved")
     _NATIVE[game_id] = factory
 
@@ -176,18 +169,35 @@ def legal_moves_summary(game_id: str) -> tuple[str, str]:
     """(where legal moves come from, the random player's invalid rate) for listings."""
     if game_id in _NATIVE:
         return _NATIVE_LEGAL.get(game_id, "exact"), "-"
+    if game_id.startswith(OPENSPIEL_PREFIX):
+        return "exact", "-"  # OpenSpiel's own legal actions: the random player never errs
     record = legal_move_records().get(game_id.removeprefix(TEXTARENA_PREFIX))
     if record is None:
         return "?", "-"
     return record["legal"], f"{record['random_invalid_rate']:.2f}"
 
 
+def game_kind(game_id: str) -> tuple[str, float | None]:
+    """(perfect / imperfect information, mean moves of a random game) for listings: known for
+    native games (kind only) and for the OpenSpiel games in ``games/openspiel_games.json``;
+    ("-", None) otherwise."""
+    if game_id in _NATIVE:
+        return _NATIVE_INFORMATION.get(game_id, "-"), None
+    if game_id.startswith(OPENSPIEL_PREFIX):
+        entry = openspiel_catalog()["games"].get(game_id.removeprefix(OPENSPIEL_PREFIX))
+        if entry is not None:
+            return entry["information"], entry["random_moves"]
+    return "-", None
+
+
 def list_games() -> list[str]:
-    """Native ids, games from entry points, then the TextArena ids verified offline here."""
+    """Native ids, games from entry points, the playable OpenSpiel games (with default
+    parameters), then the TextArena ids verified offline here."""
     plugged = plugins.entry_point_names(plugins.GAMES)
     return (
         sorted(_NATIVE)
         + [name for name in plugged if name not in _NATIVE]
+        + openspiel_ids()
         + [TEXTARENA_PREFIX + env_id for env_id in verified_textarena_ids()]
     )
 
@@ -196,7 +206,8 @@ def make(game_id: str, **kwargs: Any) -> Game:
     """A new, not yet reset, game. Keyword arguments go to the game's constructor.
 
     Raises `UnknownGameError` for an id nothing resolves, and `UnplayableGameError` for one
-    that cannot be played by two players here (checked once per id and process).
+    that cannot be played by two players here (checked once per id and process; for OpenSpiel
+    also a parameter the game refuses, or a game that is not zero- or constant-sum).
     """
     if game_id in _NATIVE:
         return _construct(game_id, _NATIVE[game_id], kwargs)
@@ -208,6 +219,10 @@ def make(game_id: str, **kwargs: Any) -> Game:
         if why:
             raise UnplayableGameError(game_id, why)
         return _construct(game_id, functools.partial(TextArenaGame, env_id), kwargs)
+    if game_id.startswith(OPENSPIEL_PREFIX):
+        game_string = game_id[len(OPENSPIEL_PREFIX) :]
+        load_openspiel(game_string)  # an unknown game, a refused parameter: one line, now
+        return _construct(game_id, functools.partial(OpenSpielGame, game_string), kwargs)
     if plugins.resolvable(game_id, plugins.GAMES):
         return _plugin_game(game_id, kwargs)
     hint = ""

@@ -11,8 +11,12 @@ def test_list_games_filtered_as_json(capsys):
     assert set(listing) == {"games"}
     ids = [row["id"] for row in listing["games"]]
     assert "kuhn_poker" in ids and "textarena:KuhnPoker-v0" in ids
+    assert "openspiel:kuhn_poker" in ids
     assert all("kuhn" in i.lower() for i in ids)
-    assert {"id", "legal_moves", "invalid_rate"} == set(listing["games"][0])
+    keys = {"id", "legal_moves", "invalid_rate", "information", "random_moves"}
+    assert all(set(row) == keys for row in listing["games"])
+    openspiel = next(row for row in listing["games"] if row["id"] == "openspiel:kuhn_poker")
+    assert openspiel["information"] == "imperfect" and 2 <= openspiel["random_moves"] <= 3
 
 
 def test_list_all_as_json_has_every_section_and_the_filter_applies_to_each(capsys):
@@ -50,3 +54,11 @@ def test_every_experiment_publishes_its_budget() -> None:
                 name,
                 budget,
             )
+
+
+def test_plain_games_list_shows_information_and_random_length(capsys):
+    assert main(["list", "games", "--filter", "leduc"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "information" in lines[0] and "random game (moves)" in lines[0]
+    row = next(line.split() for line in lines if "openspiel:leduc_poker" in line)
+    assert row[1:4] == ["exact", "-", "imperfect"] and float(row[4]) > 1

@@ -65,9 +65,12 @@ def cmd_list(args) -> int:
         return 0
     for section, rows in listing.items():
         if section == "games":
-            print(f"games:  {'id':44s} {'legal moves':12s} random player's invalid rate")
+            print(f"games:  {'id':44s} {'legal moves':12s} {'invalid rate':13s} "
+                  f"{'information':12s} random game (moves)")
             for row in rows:
-                print(f"  {row['id']:50s} {row['legal_moves']:12s} {row['invalid_rate']}")
+                moves = row["random_moves"]
+                print(f"  {row['id']:50s} {row['legal_moves']:12s} {row['invalid_rate']:13s} "
+                      f"{row['information']:12s} {'-' if moves is None else moves}")
         elif section == "experiments":
             print("experiments:")
             for row in rows:
@@ -94,13 +97,20 @@ def _listing(what: str, needle: str) -> dict[str, list]:
     if what in ("roles", "all"):
         listing["roles"] = [name for name in list_roles() if needle in name.lower()]
     if what in ("games", "all"):
-        from games.registry import legal_moves_summary, list_games
+        from games.registry import game_kind, legal_moves_summary, list_games
 
         listing["games"] = []
         for name in list_games():
             if needle in name.lower():
                 legal, invalid = legal_moves_summary(name)
-                listing["games"].append({"id": name, "legal_moves": legal, "invalid_rate": invalid})
+                information, moves = game_kind(name)
+                listing["games"].append({
+                    "id": name,
+                    "legal_moves": legal,
+                    "invalid_rate": invalid,
+                    "information": information,  # perfect | imperfect | - (not known)
+                    "random_moves": moves,  # mean moves of a random game (OpenSpiel), or None
+                })
     return listing
 
 
