@@ -169,7 +169,10 @@ class KuhnPoker(NativeGame):
         return "\n".join(lines)
 
     def _extra_info(self) -> dict[str, Any]:
-        return {"chips": dict(getattr(self, "chips", {})), "round": getattr(self, "round", 0)}
+        chips = dict(getattr(self, "chips", {}))
+        # "returns": the payoff per seat in chips, under the key every game with a payoff uses
+        # (SPIRAL's `reward: payoff` reads it); chips won so far if the game was cut short
+        return {"chips": chips, "returns": chips, "round": getattr(self, "round", 0)}
 
 
 def _check_deals(deals: Sequence[tuple[str, str]], rounds: int) -> None:

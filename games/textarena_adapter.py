@@ -12,15 +12,20 @@ TextArena facts this relies on (textarena 0.7.4, read from its source):
   (sender, message, type) tuples for "-raw" ids; both are rendered to text. The wrappers'
   strings hold the whole game so far; a "-raw" list holds only the messages since the
   player's last turn (the rules, with the move format, come once, at the start).
+- KuhnPoker's env never puts a bet or a call into the pot (its rules text says it does), so
+  every called bet pays 1 chip instead of 2. The adapter plays it by Kuhn's rules instead
+  (`KuhnPokerByTheRules`, below); no other env is changed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import importlib
 import io
 import random
+import re
 import sys
 import threading
 from collections import Counter
@@ -59,6 +64,70 @@ def render_observation(observation: Any) -> str:
         else:
             lines.append(str(item))
     return "\n".join(lines)
+
+
+_KUHN_MOVE = re.compile(r"\[(Check|Bet|Fold|Call)\]", re.IGNORECASE)  # the env's own pattern
+_KUHN_ENV = ("textarena.envs.KuhnPoker.env", "KuhnPokerEnv")
+
+
+def base_env(env: Any) -> Any:
+    """The env under TextArena's wrappers (each wrapper keeps the one it wraps in ``.env``)."""
+    while hasattr(env, "env"):
+        env = env.env
+    return env
+
+
+@functools.cache
+def _kuhn_by_the_rules(env_class: type) -> type:
+    """A subclass of textarena 0.7.4's ``KuhnPokerEnv`` that plays by Kuhn's rules.
+
+    The env antes 1 chip per player and pays the pot to the round's winner, but a ``[bet]`` or a
+    ``[call]`` never adds a chip to the pot, so bet-call and check-bet-call pay 1 chip where
+    Kuhn's rules (and the env's own rules text, and OpenSpiel) pay 2: 12 of the 30 one-round
+    histories. Here a legal bet or call puts 1 chip in (before the env resolves the round, so
+    its showdown message, its running scores and its winner all count it), and ``net_chips``
+    keeps each player's net chips over the finished rounds, computed from the round's history
+    by Kuhn's rules: the winner takes what the loser put in. (The env's ``player_chips`` also
+    take the next round's ante as soon as a round ends, the last one included.)
+    """
+
+    class KuhnPokerByTheRules(env_class):  # type: ignore[misc, valid-type]
+        def reset(self, num_players: int, seed: int | None = None) -> Any:
+            self.net_chips = {0: 0, 1: 0}
+            self.put_in = {0: 0, 1: 0}
+            return super().reset(num_players=num_players, seed=seed)
+
+        def _init_round(self) -> None:
+            self.put_in = {0: self.ante, 1: self.ante}
+            super()._init_round()
+
+        def step(self, action: str) -> Any:
+            game_state = self.state.game_state
+            tree = game_state["current_legal_action_tree"]
+            match = _KUHN_MOVE.search(action.strip())
+            move = match.group(1).lower() if match else None
+            if move in ("bet", "call") and isinstance(tree, dict) and move in tree:
+                player = self.state.current_player_id
+                game_state["pot"] += 1
+                game_state["player_chips"][player] -= 1
+                self.put_in[player] += 1
+            return super().step(action)
+
+        def _set_round_winner(self, player_id: int, reason: str) -> None:
+            self.net_chips[player_id] += self.put_in[1 - player_id]
+            self.net_chips[1 - player_id] -= self.put_in[1 - player_id]
+            super()._set_round_winner(player_id, reason)
+
+    KuhnPokerByTheRules.__qualname__ = KuhnPokerByTheRules.__name__
+    return KuhnPokerByTheRules
+
+
+def play_by_the_rules(env: Any) -> None:
+    """Make the env follow its game's rules where textarena 0.7.4 does not (Kuhn Poker's
+    bets); every other env is left as it is. Call before ``reset``."""
+    base = base_env(env)
+    if (type(base).__module__, type(base).__name__) == _KUHN_ENV:
+        base.__class__ = _kuhn_by_the_rules(type(base))
 
 
 class _ThreadMutedStdout(io.TextIOBase):
@@ -140,6 +209,8 @@ class TextArenaGame(TwoPlayerGame):
     only drives the env, finds who broke a rule and reads the winner from the env's rewards.
     `oracle_trials` bounds the moves tried on copies of the state to find the legal set when
     the observation lists none (0 turns the oracle off; see games/oracle.py).
+    `by_the_rules=False` plays the env exactly as textarena ships it, Kuhn Poker's unpaid bets
+    included (see `play_by_the_rules`).
     """
 
     def __init__(
@@ -147,10 +218,12 @@ class TextArenaGame(TwoPlayerGame):
         env_id: str,
         max_turns: int = DEFAULT_MAX_TURNS,
         oracle_trials: int = DEFAULT_MAX_TRIALS,
+        by_the_rules: bool = True,
     ) -> None:
         self.env_id = env_id
         self.id = TEXTARENA_PREFIX + env_id
         self.oracle_trials = oracle_trials
+        self.by_the_rules = by_the_rules
         self.env: Any = None
         super().__init__(max_turns=max_turns)
 
@@ -169,6 +242,8 @@ class TextArenaGame(TwoPlayerGame):
         self._clear()
         # A fresh env per game: some envs keep state across resets (wrappers' histories).
         self.env = _textarena().make(self.env_id)
+        if self.by_the_rules:
+            play_by_the_rules(self.env)
         self.env.reset(num_players=self.num_players, seed=seed)
         self.env.state.error_allowance = 0  # the state is rebuilt by reset, so set it now
         self._record_invalid_moves(self.env.state)
@@ -329,7 +404,10 @@ class TextArenaGame(TwoPlayerGame):
         return {"env_error": self.env_error} if self.env_error else {}
 
     def _extra_info(self) -> dict[str, Any]:
+        net_chips = getattr(base_env(self.env), "net_chips", None) if self.env else None
+        payoff = {"returns": dict(net_chips)} if net_chips is not None else {}
         return {
+            **payoff,  # Kuhn Poker played by the rules: net chips over the finished rounds
             "raw_rewards": self.raw_rewards,
             "env_error": self.env_error,
             # where each asked-about state's legal moves came from; a set that is not known

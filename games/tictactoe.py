@@ -100,4 +100,8 @@ class TicTacToe(NativeGame):
 
     def _extra_info(self) -> dict[str, Any]:
         board = getattr(self, "board", None)
-        return {"board": "".join(m or "." for m in board)} if board is not None else {}
+        if board is None:
+            return {}
+        # the payoff is the result itself: +1 / -1, 0 for a draw (None until the end)
+        returns = self.outcome() if self.done else None
+        return {"board": "".join(m or "." for m in board), "returns": returns}

@@ -201,6 +201,7 @@ def test_observations_word_for_word_through_a_two_round_game() -> None:
         "truncated": False,
         "turns": 0,
         "chips": {},  # before the first reset there is no deal yet
+        "returns": {},
         "round": 0,
     }
     game.reset(0)
@@ -250,6 +251,7 @@ def test_observations_word_for_word_through_a_two_round_game() -> None:
         "truncated": False,
         "turns": 5,
         "chips": {0: 3, 1: -3},
+        "returns": {0: 3, 1: -3},  # the payoff in chips (SPIRAL's reward: payoff)
         "round": 2,
     }
     assert game.round_log[1] == {
