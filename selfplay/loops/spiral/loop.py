@@ -9,7 +9,8 @@ An action is the model's last ``\\boxed{...}`` rewritten to ``[...]``; when the 
 legal actions the action must match one (case-insensitively), otherwise the game judges it.
 An invalid or unparseable action ends the game: −1.5 for the offender and +0.5 for the other
 seat in training (not zero-sum, as in the paper), −1/+1 in evaluation. Games cut off at the
-turn limit are draws.
+turn limit are draws. ``reward: payoff`` trains on the game's payoff (``info["returns"]``: chips
+in Kuhn Poker, an OpenSpiel game's returns) instead of +1/−1/0.
 
 Game mixture: with ``curriculum.sampler: uniform`` games are drawn by their ``weight``; with any
 other sampler (``tscl`` is the one made for it: a bandit on learning progress, Matiisen et al.
@@ -65,6 +66,9 @@ class SpiralSettings(LoopSettings):
     games: list[GameSpec] = Field(min_length=1)  # none: nothing to sample a game from
     games_per_step: int = Field(8, ge=1)
     opponent: OpponentSettings = OpponentSettings()
+    # the training reward of a game played to its end: +1/-1/0 (outcome), or the game's own
+    # payoff, info["returns"] per seat (payoff: Kuhn Poker's chips, an OpenSpiel game's returns)
+    reward: Literal["outcome", "payoff"] = "outcome"
     invalid_penalty: float = -1.5  # offender's training reward for an invalid/unparseable move
     invalid_opponent_reward: float = 0.5  # the other seat's training reward then
     lenient: bool = False  # accept the last [token] when no \boxed{} is given
@@ -94,7 +98,12 @@ class SpiralLoop(Loop):
         # unknown ids, refused arguments and games that fail to start: one line now, before a
         # run folder exists, not mid-run
         for spec in s.games:
-            games.trial(spec.id, max_turns=spec.max_turns, **spec.kwargs)
+            game = games.trial(spec.id, max_turns=spec.max_turns, **spec.kwargs)
+            if s.reward == "payoff" and "returns" not in game.info:
+                raise UserError(
+                    f"spiral.reward: payoff needs each game's payoff (info['returns']); game "
+                    f"{spec.id!r} reports none: use reward: outcome"
+                )
         for game_id in s.eval_ood_games:
             games.trial(game_id)
         if s.opponent.kind in ("frozen", "pool") and config.train.finetune != "lora":
@@ -195,6 +204,9 @@ class SpiralLoop(Loop):
                 offender: self.settings.invalid_penalty,
                 1 - offender: self.settings.invalid_opponent_reward,
             }
+        if self.settings.reward == "payoff":  # chips, points: a cut-off game's payoff so far
+            returns = game.info["returns"]
+            return {seat: float(returns[seat]) for seat in (0, 1)}
         return game.outcome()
 
     @staticmethod
