@@ -24,6 +24,7 @@ from games.opponents import (
     assign_seats,
     candidate_actions,
     example_action,
+    legal_example_action,
 )
 from games.oracle import LegalSet, find_legal
 from games.registry import (
@@ -69,6 +70,7 @@ __all__ = [
     "guarded",
     "extract_action",
     "legal_actions_from_text",
+    "legal_example_action",
     "list_games",
     "make",
     "match_legal",

@@ -12,7 +12,7 @@ import zlib
 from collections import deque
 from typing import Any, Protocol
 
-from games.actions import bracketed_tokens, is_placeholder
+from games.actions import bracketed_tokens, is_placeholder, match_legal
 from games.base import Game
 
 MODEL = "model"
@@ -53,12 +53,33 @@ def options(game: Game, player: int) -> tuple[list[str], bool]:
     return playable or tokens or [FALLBACK_GUESS], False
 
 
-def example_action(game: Game, player: int, fallback: str = "[action]") -> str:
-    """A move to show in a prompt as the answer format: a legal one wherever one is known.
+# What a prompt shows as its answer format: the move format with a placeholder. A legal move
+# shown as the example steers the policy toward it (issue 31: +0.19 probability on average,
+# and a policy trained against the random player picked the example in all 12 states).
+EXAMPLE_PLACEHOLDERS = ("[your action]", "[your chosen action]", "[action]")
+
+
+def example_action(game: Game, player: int) -> str:
+    """The answer format a prompt shows: ``[your action]``, a placeholder, not a move.
+
+    Never a legal move of the state: where a game lists its moves and one is called like the
+    placeholder, the next placeholder is taken. (A free-form game that takes any bracketed
+    text as a message, such as Simple Negotiation, would read the placeholder as one.)
+    """
+    legal = game.legal_actions(player) or []
+    for placeholder in EXAMPLE_PLACEHOLDERS:
+        if match_legal(placeholder, legal) is None:
+            return placeholder
+    return "[...]"
+
+
+def legal_example_action(game: Game, player: int, fallback: str = "[action]") -> str:
+    """A legal move as the example, as prompts showed before issue 31 (``spiral.example:
+    legal`` keeps it, to reproduce those runs): it steers the policy toward the move shown.
 
     Picked by a hash of the observation, so prompts are reproducible and do not always show
-    the same move (a fixed example would invite copying it). Where no move is verified, the
-    first playable token on the page (the rules' format example), else `fallback`.
+    the same move. Where no move is verified, the first playable token on the page (the rules'
+    format example), else `fallback`.
     """
     moves, verified = options(game, player)
     if not verified:

@@ -96,6 +96,17 @@ PROMPTS = {
     # Agent0 code_io: a whole program and input; the model's tokens follow it
     "coder.yaml": {"name": "coder", "user": "Write a function.",
                    "prefill": "```python\ndef f(x):\n    return x * 2\n```\nInput: 3\n\n# "},
+    # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
+    # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
+    "player.yaml": {
+        "name": "player",
+        "description": "SPIRAL player - one seat of a two-player zero-sum game; the seat is only "
+                       "in the prompt.",
+        "answer_format": "boxed action, e.g. \\boxed{[bet]}",
+        "system": "You are a skilled game player. Think briefly, then choose one action.",
+        "user": "{{ observation }}\n\nYou are Player {{ player }}. Reply with your action in "
+                "\\boxed{}, for example \\boxed{{ '{' }}{{ example }}{{ '}' }}.",
+    },
 }
 
 REWARDS = '''
@@ -121,8 +132,9 @@ def experiments(folder: Path) -> dict[str, dict]:
             "loop": "spiral",
             "sampling": {"max_new_tokens": 8},
             "train": {"steps": 3, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
-            "roles": {"player": {"prompt": "player"}},
+            "roles": {"player": {"prompt": p["player.yaml"]}},
             "spiral": {
+                "example": "legal",
                 "games": [{"id": "kuhn_poker", "kwargs": {"rounds": 1}},
                           {"id": "tictactoe", "weight": 0.5, "max_turns": 4}],
                 "games_per_step": 3,

@@ -9,7 +9,7 @@ import pytest
 import games
 from games import TextArenaGame, UnplayableGameError
 from games.actions import normalize_action
-from games.opponents import RandomOpponent, example_action, options
+from games.opponents import RandomOpponent, legal_example_action, options
 from games.oracle import (
     LISTING,
     ORACLE,
@@ -327,21 +327,22 @@ def test_random_opponent_never_guesses_on_nim_and_connect_four() -> None:
             assert players.verified
 
 
-def test_prompt_example_is_a_legal_move() -> None:
+def test_legal_example_is_a_legal_move() -> None:
+    """`spiral.example: legal` (the prompts' example before issue 31) shows a legal move."""
     game = new_game("ConnectFour-v0")
-    example = example_action(game, 0)
+    example = legal_example_action(game, 0)
     assert example in game.legal_actions(0)
     assert game.step(example).valid
     native = games.make("tictactoe")
     native.reset(0)
-    assert example_action(native, 0) in native.legal_actions(0)
+    assert legal_example_action(native, 0) in native.legal_actions(0)
 
 
-def test_example_falls_back_to_the_rules_format() -> None:
+def test_legal_example_falls_back_to_the_rules_format() -> None:
     game = new_game("IteratedPrisonersDilemma-v0")
     moves, verified = options(game, game.current_player)
     assert moves  # the chat turn accepts text: verified moves exist
-    assert example_action(game, game.current_player) in moves
+    assert legal_example_action(game, game.current_player) in moves
 
 
 # ---------------------------------------------------------------------- unplayable ids

@@ -69,6 +69,10 @@ class SpiralSettings(LoopSettings):
     # the training reward of a game played to its end: +1/-1/0 (outcome), or the game's own
     # payoff, info["returns"] per seat (payoff: Kuhn Poker's chips, an OpenSpiel game's returns)
     reward: Literal["outcome", "payoff"] = "outcome"
+    # what fills the prompt's `example`: a placeholder in the move format, or (legal: runs made
+    # before issue 31) a legal move of the state picked by a hash of the observation, which
+    # steers the policy toward the move shown
+    example: Literal["placeholder", "legal"] = "placeholder"
     invalid_penalty: float = -1.5  # offender's training reward for an invalid/unparseable move
     invalid_opponent_reward: float = 0.5  # the other seat's training reward then
     lenient: bool = False  # accept the last [token] when no \boxed{} is given
@@ -137,7 +141,10 @@ class SpiralLoop(Loop):
 
     # ------------------------------------------------------------------ one game
     def move_request(self, seat: int, who: Seat, game, greedy: bool) -> Request:
-        example = games.example_action(game, seat)  # a real legal move where one is known
+        if self.settings.example == "legal":  # as before issue 31: a legal move (it steers)
+            example = games.legal_example_action(game, seat)
+        else:  # the move format with a placeholder, never a move of this state
+            example = games.example_action(game, seat)
         request = self.request(
             ROLE, greedy=greedy, observation=game.observation(seat), player=seat, example=example
         )
