@@ -37,7 +37,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from games.actions import match_legal, normalize_action
+from games.actions import normalize_action
 from games.base import DEFAULT_MAX_TURNS, TwoPlayerGame, winner_by_score
 from games.errors import UnknownGameError, UnplayableGameError
 
@@ -181,6 +181,7 @@ class OpenSpielGame(TwoPlayerGame):
         super()._clear()
         self.rng = random.Random(0)
         self._names: dict[int, dict[str, int]] = {}  # player -> display name -> action id
+        self._keys: dict[int, dict[str, int]] = {}  # player -> match_legal's key -> action id
 
     # ---- lifecycle -------------------------------------------------------------------------
     def reset(self, seed: int) -> None:
@@ -204,7 +205,7 @@ class OpenSpielGame(TwoPlayerGame):
 
     def _after_action(self) -> None:
         """Draw chance events until a player is to move or the game is over."""
-        self._names = {}
+        self._names, self._keys = {}, {}
         while self.state.is_chance_node():
             outcomes = self.state.chance_outcomes()
             actions = [action for action, _ in outcomes]
@@ -241,10 +242,13 @@ class OpenSpielGame(TwoPlayerGame):
             names = [display_name(self.state.action_to_string(player, a)) for a in ids]
             keys = [normalize_action(name) for name in names]
             clash = {key for key in keys if keys.count(key) > 1}
-            self._names[player] = {
-                f"[{name} (action {a})]" if key in clash else f"[{name}]": a
-                for name, key, a in zip(names, keys, ids, strict=True)
-            }
+            shown, by_key = {}, {}  # by_key: what games.match_legal compares, one action each
+            for name, key, a in zip(names, keys, ids, strict=True):
+                if key in clash:
+                    name = f"{name} (action {a})"
+                    key = normalize_action(name)
+                shown[f"[{name}]"] = by_key[key] = a
+            self._names[player], self._keys[player] = shown, by_key
         return self._names[player]
 
     def legal_actions(self, player: int) -> list[str] | None:
@@ -261,10 +265,10 @@ class OpenSpielGame(TwoPlayerGame):
         return f"[{display_name(self.state.action_to_string(player, action_id))}]"
 
     def action_id(self, player: int, name: str) -> int | None:
-        """The legal action of ``player`` that ``name`` names (any case, brackets optional)."""
-        names = self._name_map(player)
-        chosen = match_legal(name, list(names))
-        return None if chosen is None else names[chosen]
+        """The legal action of ``player`` that ``name`` names (any case, brackets optional):
+        the one `games.match_legal` picks, found by its key instead of a scan."""
+        self._name_map(player)
+        return self._keys[player].get(normalize_action(name))
 
     def _play(self, actor: int, action: str) -> tuple[int, str] | None:
         action_id = self.action_id(actor, action)

@@ -86,6 +86,12 @@ def _oracle(o) -> int | None:
     return None
 
 
+def _openspiel(o) -> None:
+    from selfplay.bench.openspiel import DEFAULT_IDS, bench_openspiel
+
+    bench_openspiel(ids=tuple(o.ids or DEFAULT_IDS), games=o.games)
+
+
 def _corpus(o) -> None:
     from selfplay.bench.corpus import bench_corpus
 
@@ -160,6 +166,10 @@ BENCHMARKS: dict[str, Benchmark] = {
         option("--games", type=int, default=3, help="random games per game id"),
         option("--invalid", action="store_true",
                help="the random player's invalid-move endings over every offline id"),
+    )),
+    "openspiel": Benchmark(_openspiel, "random games/s, the OpenSpiel adapter vs OpenSpiel alone", (
+        option("--games", type=int, default=300, help="random games per way and game"),
+        option("--ids", nargs="*", help="OpenSpiel game strings (default: six games)"),
     )),
     "corpus": Benchmark(_corpus, "embedding throughput and FAISS index trade-offs", (
         option("--vectors", type=int, default=1_000_000, help="index size"),

@@ -279,3 +279,19 @@ def test_random_play_is_reproducible() -> None:
     first = moves(7)
     random.seed(1)
     assert moves(7) == first
+
+
+def test_the_benchmark_plays_the_same_games_both_ways() -> None:
+    from selfplay.bench.openspiel import adapter_game, bench_game, spiel_game
+
+    for game_string in ("kuhn_poker", "liars_dice", "connect_four"):
+        for seed in range(5):
+            assert spiel_game(game_string, seed) == adapter_game(game_string, seed)
+            game = new(f"openspiel:{game_string}", seed, max_turns=10**6)
+            opponent = RandomOpponent(seed)
+            while not game.done:
+                game.step(opponent.act(game, game.current_player))
+            assert adapter_game(game_string, seed, observe=True) == game.turn
+    result = bench_game("kuhn_poker", games=5, repeats=1)
+    assert result["ratio"] == result["pyspiel_games_per_s"] / result["adapter_games_per_s"]
+    assert result["ratio"] > 0 and 2 <= result["moves_per_game"] <= 3
