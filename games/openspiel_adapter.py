@@ -34,6 +34,7 @@ import os
 import random
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -241,7 +242,7 @@ class OpenSpielGame(TwoPlayerGame):
             ids = list(self.state.legal_actions(player))
             names = [display_name(self.state.action_to_string(player, a)) for a in ids]
             keys = [normalize_action(name) for name in names]
-            clash = {key for key in keys if keys.count(key) > 1}
+            clash = {key for key, count in Counter(keys).items() if count > 1}
             shown, by_key = {}, {}  # by_key: what games.match_legal compares, one action each
             for name, key, a in zip(names, keys, ids, strict=True):
                 if key in clash:
