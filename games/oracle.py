@@ -5,8 +5,8 @@ what the game itself shows the player:
 
 - every bracketed token in the observation: the format examples in the rules (`'[col 4]'`,
   `'[0 3]'`), the moves in the history, the cards in a hand (`'[Q]'`);
-- each token read as a template: its integers, board coordinates (`a2`, `D5`) and placeholder
-  letters (`[Bet N]`, `[play X]`, `[<number>]`) become slots; an integer slot ranges over
+- each token read as a template: its integers, board coordinates (`a2`, `D5`) and placeholders
+  (`[Bet N]`, `[play X]`, `[<number>]`) become slots; an integer slot ranges over
   0..the largest small integer on the page (pile sizes, "6 rows and 7 columns"), a letter slot
   over the board's axis letters (`a b c d e f g h` under a board, or `A`..`J` opening rows).
 
@@ -16,6 +16,9 @@ order instead of sampled: from squares that the latest board drawn on the page s
 piece first, and within those, the nearest targets first (distance 1, then 2, ..., straight and
 diagonal lines before other squares at the same distance), so steps, jumps and long slides are
 all reached; pairs from empty squares come last.
+
+Where nothing on the page plays as it stands, two more guesses: a move's argument after its
+bracket (`[Propose] $X.XX`), and a total the page names in one slot (`[A4 B2 C2]` -> `[A50 B0 C0]`).
 
 The caller tries each candidate on a copy of the game's state (`try_move`); the ones the game
 accepts are legal. A nonsense probe guards against games that accept any text (a chat turn): a
@@ -52,8 +55,18 @@ ENOUGH_FROM_A_SAMPLE = 4
 _INT = re.compile(r"\d+")
 # A coordinate letter: one letter right before a digit, not inside a word ("a2", "D5").
 _COORD_LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?=\d)")
-# A placeholder: a lone capital letter ("N", "X") or "<...>", standing alone in the token.
-_PLACEHOLDER = re.compile(r"(?:(?<=^)|(?<=[\s$:,]))(?:[A-Z]|<[^>]*>)(?=$|[\s,\]])")
+# A placeholder: a lone capital letter ("N", "X") or "<...>", standing alone in the token;
+# "<...>" also right after the token's bracket ("[<number>]").
+_PLACEHOLDER = re.compile(
+    r"(?:(?:(?<=^)|(?<=[\s$:,]))[A-Z]|(?:(?<=^)|(?<=[\s$:,\[]))<[^>]*>)(?=$|[\s,\]])"
+)
+# A move whose argument follows the bracket on its line: `[Propose] $X.XX`, `[Propose] CCAACCCC`
+# (one word, then the end of the line or a closing quote).
+_ARGUMENT_AFTER = re.compile(
+    r"(\[[^\[\]\n]{1,40}\])[ \t]+([^\s\[\]\"'`]{1,24})[ \t]*(?=[\"'`]|$)", re.M
+)
+_DECIMAL_HOLE = re.compile(r"\bX\.XX\b")  # a dollar amount's template, "$X.XX"
+_SENDER = re.compile(r"^\[(GAME|Player \d+)\]$")
 _SLOT = re.compile(
     rf"(?P<letter>{_COORD_LETTER.pattern})(?P<rank>\d+)|(?P<int>{_INT.pattern})"
     rf"|(?P<hole>{_PLACEHOLDER.pattern})"
@@ -395,6 +408,42 @@ def _ring(
 
 
 # ---------------------------------------------------------------------- the oracle
+def argument_moves(text: str, integers: tuple[str, ...], limit: int) -> list[str]:
+    """Moves written as a bracketed word with an argument after it, at most ``limit``: as shown
+    (`[Propose] CCAACCCC`), or as a template (`[Propose] $X.XX` over whole amounts)."""
+    moves: dict[str, None] = {}
+    for match in _ARGUMENT_AFTER.finditer(text):
+        token, argument = match.group(1), match.group(2)
+        if _SENDER.match(token):
+            continue
+        cents = _DECIMAL_HOLE.search(argument) is not None
+        argument = _DECIMAL_HOLE.sub("X", argument)  # "$X.XX" -> "$X": a whole amount
+        filled = template(f"{token} {argument}", integers, "")
+        if filled is None:
+            moves[f"{token} {argument}"] = None
+            continue
+        for values in itertools.islice(itertools.product(*filled.slots()), limit):
+            move = filled.fill(values)
+            moves[f"{move}.00" if cents else move] = None
+    return list(moves)[:limit]
+
+
+def total_moves(text: str, limit: int) -> list[str]:
+    """Page templates with a number above INT_CAP the page shows (a total: "exactly 50 units")
+    in one slot and 0 in the others (`[A4 B2 C2]` -> `[A50 B0 C0]`), at most ``limit``."""
+    big = sorted({int(m) for m in _INT.findall(text) if int(m) > INT_CAP})
+    moves: dict[str, None] = {}
+    for token in page_tokens(text):
+        filled = template(token, ("0",), "")
+        if filled is None:
+            continue
+        slots = len(filled.slots())
+        for number, slot in itertools.product(big, range(slots)):
+            values = tuple(str(number) if i == slot else "0" for i in range(slots))
+            moves[filled.fill(values)] = None
+    return list(moves)[:limit]
+
+
 def find_legal(
     text: str,
     try_move: Callable[[str], bool],
@@ -425,6 +474,17 @@ def find_legal(
                     break
         if accepted or found.complete:
             break
+    if not accepted:
+        # nothing on the page plays as it stands: a move may take an argument after its
+        # bracket (`[Propose] $X.XX`), or a slot a total the page names ("exactly 50 units");
+        # guesses, so the set found is never complete
+        ints = tuple(str(i) for i in range(max([*small_integers(text), 1]) + 1))
+        guesses = argument_moves(text, ints, max_trials) + total_moves(text, max_trials)
+        for move in guesses[:max_trials]:
+            if move not in tried:
+                tried.add(move)
+                accepted += (move,) if try_move(move) else ()
+        found = Candidates(found.moves, False) if accepted else found
     trials = len(tried) + 1
     if try_move(NONSENSE_PROBE):
         why = "the game accepts arbitrary text in this state"

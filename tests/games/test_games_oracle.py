@@ -305,6 +305,46 @@ def test_random_player_moves_legally_on_board_games(env_id: str, max_turns: int)
         assert all(legal.actions for legal in game._legal.values()), (env_id, seed)
 
 
+# Ids whose three seeded random games all ended by an invalid move before issue 31: their
+# moves are not playable as the page shows them (the oracle found no move at the first turn).
+FORMAT_GAMES = [
+    ("IteratedTwoThirdsAverage-v0", 6),  # '[<number>]': a placeholder right after the bracket
+    ("TwoDollar-v0", 6),  # '[Propose] $X.XX': the argument follows the bracket
+    ("NewRecruit-v0", 6),  # '[Propose] CCAACCCC': the same, the format's own example
+    ("ColonelBlotto-v0-large", 4),  # '[A4 B2 C2]' must sum to the 50 units the page names
+]
+
+
+@pytest.mark.parametrize(("env_id", "max_turns"), FORMAT_GAMES)
+def test_random_player_moves_legally_where_the_format_is_not_a_move(
+    env_id: str, max_turns: int
+) -> None:
+    from games.verify_offline import play_random
+
+    for seed in range(3):
+        game = play_random(env_id, seed=seed, max_turns=max_turns)
+        assert game.invalid_move_by is None, (env_id, seed, game.turn, game.reason)
+
+
+def test_arguments_after_the_bracket_and_totals_are_tried_only_when_nothing_else_plays() -> None:
+    from games.oracle import argument_moves, total_moves
+
+    page = ('- Make a proposal: "I think this is fair because... [Propose] $X.XX"\n'
+            "    [Propose] CCAACCCC\n  - [Accept]: Accept the current proposal.\n"
+            "[GAME] ===\nYou have 3 rounds.")
+    assert argument_moves(page, ("0", "1", "2"), 10) == [
+        "[Propose] $0.00", "[Propose] $1.00", "[Propose] $2.00", "[Propose] CCAACCCC"]
+    assert total_moves("allocate exactly 50 units. Format: '[A4 B2 C2]'", 10) == [
+        "[A50 B0 C0]", "[A0 B50 C0]", "[A0 B0 C50]"]
+    assert "[<number>]" in candidates("Guess in the format '[<number>]' (0-3).").moves
+    assert "[2]" in candidates("Guess in the format '[<number>]' (0-3).").moves
+    # a page token that plays: the argument and total guesses are not tried
+    found = find_legal(page + " Total 50.", lambda move: move in {"[Accept]", "[Propose] $1.00"})
+    assert found.actions == ("[Accept]",)
+    found = find_legal(page, lambda move: move == "[Propose] $1.00")
+    assert found.actions == ("[Propose] $1.00",) and found.source == PARTIAL
+
+
 def test_a_raw_page_keeps_what_the_player_was_shown() -> None:
     game = new_game("Alquerque-v0-raw")
     for move in ("[a2 a3]", "[a4 b3]"):
