@@ -181,3 +181,27 @@ def _check_deals(deals: Sequence[tuple[str, str]], rounds: int) -> None:
     for deal in deals:
         if len(deal) != 2 or deal[0] == deal[1] or not set(deal) <= set(CARDS):
             raise ValueError(f"bad deal {deal!r}: two different cards from {CARDS}")
+
+
+# ---- OpenSpiel's kuhn_poker, as our one-round game ------------------------------------------
+# OpenSpiel deals card ids 0, 1, 2 (J, Q, K) to player 0 then player 1, and its two actions
+# are 0 = Pass (check, or fold facing a bet) and 1 = Bet (bet, or call facing one); player 0
+# opens, as in our first round.
+def from_openspiel(state: Any) -> KuhnPoker:
+    """Our one-round Kuhn Poker at a state of OpenSpiel's ``kuhn_poker`` (after the deal): the
+    same cards, the same moves, so it renders what a player sees there."""
+    history = [int(a) for a in state.history()]
+    if len(history) < 2:
+        raise ValueError("an OpenSpiel kuhn_poker state before the deal has no cards to show")
+    game = KuhnPoker(rounds=1, deals=[(CARDS[history[0]], CARDS[history[1]])])
+    game.reset(0)
+    for action in history[2:]:
+        game.step(openspiel_move(game, game.current_player, action))
+    return game
+
+
+def openspiel_move(game: KuhnPoker, player: int, action: int) -> str:
+    """Our move (bracketed) for OpenSpiel's action ``action`` of ``player`` now."""
+    legal = game.legal_actions(player) or []
+    facing_bet = legal == ["[call]", "[fold]"]
+    return ("[fold]", "[call]")[action] if facing_bet else ("[check]", "[bet]")[action]

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from selfplay.analysis import debugging
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
-from selfplay.analysis.sections import Section, Table, fmt, line_plot
+from selfplay.analysis.sections import EXPLOITABILITY, Section, Table, fmt, line_plot
 from selfplay.stats import games
 
 
@@ -117,4 +117,46 @@ def transcripts_section(run: RunData) -> Section:
         "open), the reply, the action parsed from it, and why a move was invalid."
     )
     section.html += blocks
+    return section
+
+
+# exploitability of well-known strategies, for the reader's scale (docs/games.md#exploitability)
+REFERENCE = {"kuhn_poker": (11 / 24, "uniform random"), "leduc_poker": (2.373611, "uniform random")}
+
+
+def exploitability_section(run: RunData) -> Section:
+    """Per game measured: the policy's exploitability at each evaluation with its 90% bootstrap
+    band, uniform random play's beside it, and the share of replies that chose no legal move."""
+    section = Section("Exploitability", "exploitability")
+    games_measured = sorted({k.removeprefix(EXPLOITABILITY).rsplit("/", 1)[0]
+                             for r in run.metrics for k in r if k.startswith(EXPLOITABILITY)})
+    if not games_measured:
+        section.lines.append("not measured (spiral.eval_exploitability lists no game).")
+        return section
+    for game in games_measured:
+        key = EXPLOITABILITY + game
+        rows = [r for r in run.metrics if key in r]
+        steps = [r["step"] for r in rows]
+        series = {"exploitability": [r[key] for r in rows],
+                  "90% low": [r.get(f"{key}/low", r[key]) for r in rows],
+                  "90% high": [r.get(f"{key}/high", r[key]) for r in rows]}
+        reference = REFERENCE.get(game.removeprefix("openspiel:").split("(")[0])
+        if reference:
+            series[reference[1]] = [reference[0]] * len(rows)
+        safe = re.sub(r"[^a-zA-Z0-9]+", "-", game).strip("-")
+        section.add(Plot(f"exploitability-{safe}", f"Exploitability on {game} (Nash: 0)",
+                         "step", "NashConv / 2",
+                         [Series(name, steps, values) for name, values in series.items()]))
+        section.add(line_plot(f"exploitability-invalid-{safe}",
+                              f"Replies with no legal move, {game}", "share of replies",
+                              {"invalid": [(r["step"], r.get(f"{key}/invalid", 0.0))
+                                           for r in rows]}, rate=True))
+        first, last = rows[0], rows[-1]
+        section.lines.append(
+            f"{game}: {fmt(first[key])} [{fmt(first.get(f'{key}/low'))}, "
+            f"{fmt(first.get(f'{key}/high'))}] at step {first['step']} → {fmt(last[key])} "
+            f"[{fmt(last.get(f'{key}/low'))}, {fmt(last.get(f'{key}/high'))}] at step "
+            f"{last['step']}; invalid {fmt(first.get(f'{key}/invalid'))} → "
+            f"{fmt(last.get(f'{key}/invalid'))}"
+            + (f"; {reference[1]} play: {reference[0]:.3f}" if reference else ""))
     return section

@@ -20,7 +20,12 @@ from rich.progress import Progress
 
 from curricula.analysis import difficulty
 from selfplay.analysis import titles
-from selfplay.analysis.game_sections import games_section, responses_section, transcripts_section
+from selfplay.analysis.game_sections import (
+    exploitability_section,
+    games_section,
+    responses_section,
+    transcripts_section,
+)
 from selfplay.analysis.metric_sections import (
     compute_section,
     evaluations_section,
@@ -248,6 +253,7 @@ def build_sections(run: RunData, options: Options | None = None) -> list[Section
         diversity_section(run, options),
         pseudo_label_section(run),
         games_section(run),
+        exploitability_section(run),
         transcripts_section(run),
         responses_section(run),
         other_metrics_section(run),

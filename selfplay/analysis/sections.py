@@ -77,6 +77,9 @@ def is_rate(key: str, values: list[float]) -> bool:
     return key.startswith("eval/") or any(word in last for word in RATE_WORDS)
 
 
+EXPLOITABILITY = "eval/exploitability/"  # spiral.eval_exploitability's keys
+
+
 def numeric_series(rows: list[dict], prefixes: tuple[str, ...]) -> dict[str, list[tuple]]:
     out: dict[str, list[tuple]] = defaultdict(list)
     for row in rows:
@@ -85,6 +88,8 @@ def numeric_series(rows: list[dict], prefixes: tuple[str, ...]) -> dict[str, lis
                 continue
             if key.startswith("eval/") and key.count("/") > 3:
                 continue  # per-seat evaluation rows: the games section shows them
+            if key.startswith(EXPLOITABILITY):
+                continue  # with its interval, in the games section
             if isinstance(value, int | float) and math.isfinite(value):
                 out[key].append((row["step"], float(value)))
     return dict(sorted(out.items()))

@@ -186,6 +186,19 @@ def cmd_crossplay(args) -> int:
     return 0
 
 
+def cmd_strategy(args) -> int:
+    from selfplay.evaluation.strategy import measure_run, print_strategy
+
+    _quiet_libraries()
+    result = measure_run(Path(args.run), args.game, samples=args.samples, scored=args.scored,
+                         step=args.step, state=args.state)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_strategy(result)
+    return 0
+
+
 def cmd_play(args) -> int:
     from selfplay.cli.play import play
 
@@ -319,6 +332,19 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--samples", type=int, default=4, help="solver loops: answers per question")
     cp.add_argument("--max-snapshots", type=int, default=8, help="evenly spaced, first and last")
     cp.set_defaults(func=cmd_crossplay)
+
+    st = sub.add_parser("strategy", help="a game run's action distribution at every "
+                        "information state, and its exploitability")
+    st.add_argument("run")
+    st.add_argument("--game", help="openspiel:kuhn_poker, openspiel:leduc_poker (default: the "
+                    "run's game, if it has an exact best response)")
+    st.add_argument("--samples", type=int, default=16, help="sampled replies per state")
+    st.add_argument("--scored", action="store_true",
+                    help="the probability of each move's reply instead of sampling")
+    st.add_argument("--state", help="only this information state (e.g. 1b)")
+    st.add_argument("--step", type=int, help="a saved step (default: the latest)")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_strategy)
 
     pl = sub.add_parser("play", help="play a game against a model in the terminal")
     pl.add_argument("game", help="a game id, e.g. kuhn_poker or textarena:Nim-v0")

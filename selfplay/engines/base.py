@@ -48,6 +48,11 @@ class Engine(ABC):
     @abstractmethod
     def generate(self, requests: list[Request]) -> list[Completion]: ...
 
+    def score(self, requests: list[Request], continuations: list[list[int]]) -> list[list[float]]:
+        """Log-probs (temperature 1, no nucleus) of each continuation's tokens right after its
+        request's prompt (prefill included): how likely the model is to reply that way."""
+        raise UserError(f"{type(self).__name__} cannot score given replies; measure by sampling")
+
     # ------------------------------------------------------------------ adapters
     @abstractmethod
     def add_adapter(self, adapter: str) -> None:

@@ -143,6 +143,19 @@ class HFEngine(Engine):
         rows.sort(key=lambda row: row.index)
         return [self._completion(row) for row in rows]
 
+    @torch.inference_mode()
+    def score(self, requests: list[Request], continuations: list[list[int]]) -> list[list[float]]:
+        scored = []
+        for request, tokens in zip(requests, continuations, strict=True):
+            prompt = self.encode(request)
+            routing = self._routing([request.adapter], self._route_rows([request.adapter]))
+            ids = torch.tensor([prompt + list(tokens)], device=self.device)
+            logits = self.model(input_ids=ids, **routing).logits[0, len(prompt) - 1 : -1]
+            logp = torch.log_softmax(logits.float(), -1)
+            targets = torch.tensor(tokens, device=self.device)[:, None]
+            scored.append(logp.gather(1, targets).squeeze(1).tolist())
+        return scored
+
     def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor]) -> None:
         """Install one adapter's LoRA tensors (peft names), or full weights when adapter is None."""
         self._unmerge()  # merged weights would fold the old adapter into the new base

@@ -114,6 +114,11 @@ class BatchingPolicy:
                 completion.prefill = request.prefill  # so ``completion.reply`` is the whole reply
             return completions
 
+    def score(self, requests: list[Request], continuations: list[list[int]]) -> list[list[float]]:
+        """The engine's log-probs of given replies (``Engine.score``), between batches."""
+        with self.lock:
+            return self._engine.score(requests, continuations)
+
     @contextmanager
     def updating(self):
         """Hold the engine still (no batch in flight) while its weights or adapters change."""

@@ -42,6 +42,7 @@ from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots, prompt_request
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
 from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
+from selfplay.loops.spiral.strategy import exploitability_metrics, view_of
 from selfplay.stats.games import eval_metrics
 from selfplay.types import Collected, Episode, Request
 
@@ -81,6 +82,10 @@ class SpiralSettings(LoopSettings):
     eval_ood_games: list[str] = []  # out-of-domain game ids, against the random opponent
     eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (transfer)
     eval_reasoning_size: int = Field(16, ge=0)
+    # the policy's exploitability (OpenSpiel's exact best response) at every evaluation, on
+    # these games: openspiel:kuhn_poker, openspiel:leduc_poker, or kuhn_poker with rounds: 1
+    eval_exploitability: list[GameSpec] = []
+    exploitability_samples: int = Field(16, ge=1)  # sampled replies per information state
 
 
 def seat_role(seat: int) -> str:
@@ -119,6 +124,8 @@ class SpiralLoop(Loop):
         self.reasoning_tasks = build_tasks(
             s.eval_reasoning, s.eval_reasoning_size, config.seed + 10_000
         )
+        for spec in s.eval_exploitability:  # a game without an exact best response: one line
+            view_of(spec.id, spec.kwargs)
 
     # ------------------------------------------------------------------ seats
     def policy_adapter(self) -> str:
@@ -314,6 +321,10 @@ class SpiralLoop(Loop):
                     self.sampling(ROLE, greedy=True),
                     question=entry["question"],
                 ),
+            )
+        for spec in s.eval_exploitability:
+            metrics |= await exploitability_metrics(
+                self, policy, spec.id, s.exploitability_samples, spec.kwargs
             )
         return metrics
 

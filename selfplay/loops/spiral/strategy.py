@@ -1,0 +1,139 @@
+"""The policy's strategy in a small OpenSpiel game, measured from the model itself, and its
+exploitability (``spiral.eval_exploitability``, ``selfplay strategy RUN``).
+
+At every information state of the game the policy is asked exactly as it is asked in play (the
+loop's own role prompt, the observation the game adapter renders for that state) ``samples``
+times; each reply's move is parsed from the whole reply as in play and matched to the legal
+actions, and a reply with no legal move counts as invalid. ``selfplay.stats.exploitability``
+turns the counts into OpenSpiel's exact best response (docs/games.md#exploitability).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import games
+from games import extract_action, match_legal
+from games.kuhn_poker import from_openspiel, openspiel_move
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.loops.spiral.records import Seat
+from selfplay.stats.exploitability import (
+    StateCounts,
+    bootstrap,
+    exploitability,
+    information_states,
+    invalid_mass,
+    load,
+)
+from selfplay.types import Request
+
+
+class Player(Protocol):
+    """What is measured: the SPIRAL loop's way of asking the policy for a move."""
+
+    settings: Any
+    config: Any
+
+    def policy_adapter(self) -> str: ...
+
+    def move_request(self, seat: int, who: Seat, game: games.Game, greedy: bool) -> Request: ...
+
+OPENSPIEL = "openspiel:"
+NATIVE_KUHN = "kuhn_poker"  # our one-round Kuhn Poker, measured at OpenSpiel's states
+
+
+@dataclass
+class View:
+    """A game as the policy plays it, at any state of an OpenSpiel game: ``at(state)`` gives the
+    ``Game`` positioned there (rendering what a player sees), ``name(game, player, action)``
+    the legal move of that game that OpenSpiel's ``action`` is."""
+
+    spiel_game: Any
+    at: Callable[[Any], games.Game]
+    name: Callable[[games.Game, int, int], str]
+
+
+def view_of(game_id: str, kwargs: dict | None = None) -> View:
+    """The view of an ``openspiel:`` game, or of our one-round ``kuhn_poker`` through
+    OpenSpiel's ``kuhn_poker``; any other game has no exact best response here (one line)."""
+    if game_id.startswith(OPENSPIEL):
+        game = games.make(game_id)
+        load(game.game_string)  # two-player zero-sum sequential, and small enough: or one line
+
+        def at(state: Any) -> games.Game:
+            game.set_state(state)
+            return game
+
+        return View(game.spiel_game, at, lambda g, player, action: g.action_name(player, action))
+    if game_id == NATIVE_KUHN and (kwargs or {}).get("rounds", 5) == 1:
+        return View(load("kuhn_poker"), from_openspiel, openspiel_move)
+    raise UserError(f"exploitability of {game_id!r}: only OpenSpiel games (openspiel:...) and "
+                    "kuhn_poker with kwargs {rounds: 1} have an exact best response here")
+
+
+async def measure(
+    loop: Player,
+    policy: BatchingPolicy,
+    game_id: str,
+    samples: int,
+    scored: bool = False,
+    kwargs: dict | None = None,
+) -> tuple[Any, list[StateCounts]]:
+    """(the OpenSpiel game, the policy's replies at each of its information states): counted
+    over ``samples`` sampled replies, or with ``scored`` the probability of replying with each
+    legal move in the answer format, the rest of the probability left as other replies."""
+    view = view_of(game_id, kwargs)
+    seat = Seat("policy", loop.policy_adapter())
+    asks, rows = [], []
+    for key, player, state in information_states(view.spiel_game):
+        game = view.at(state)
+        legal = state.legal_actions(player)
+        names = [view.name(game, player, a) for a in legal]
+        rows.append(StateCounts(key, player, legal, names, [0.0] * len(legal)))
+        asks += [(rows[-1], loop.move_request(player, seat, game, greedy=False))
+                 for _ in range(1 if scored else samples)]
+    if scored:
+        for counts, request in asks:
+            score_moves(policy, request, counts)
+        return view.spiel_game, rows
+    completions = await policy.gather(policy(request) for _, request in asks)
+    for (counts, _), completion in zip(asks, completions, strict=True):
+        action = extract_action(completion.reply, lenient=loop.settings.lenient)
+        chosen = match_legal(action, counts.names) if action is not None else None
+        if chosen is None:
+            counts.invalid += 1
+        else:
+            counts.counts[counts.names.index(chosen)] += 1
+    return view.spiel_game, rows
+
+
+def score_moves(policy: BatchingPolicy, request, counts: StateCounts) -> None:
+    """P(the reply is ``\\boxed{<move>}``) for each legal move, after the prompt's prefill."""
+    continuations = []
+    for name in counts.names:
+        answer = f"\\boxed{{{name}}}"
+        rest = answer[len(request.prefill):] if answer.startswith(request.prefill) else answer
+        continuations.append(policy.tokenizer(rest, add_special_tokens=False).input_ids)
+    logprobs = policy.score([request] * len(continuations), continuations)
+    counts.counts = [math.exp(sum(lp)) for lp in logprobs]
+    counts.invalid = max(0.0, 1.0 - sum(counts.counts))
+
+
+async def exploitability_metrics(
+    loop: Player, policy: BatchingPolicy, game_id: str, samples: int, kwargs: dict | None
+) -> dict[str, float]:
+    """``eval/exploitability/<game>`` of the sampled policy, its 90% bootstrap interval, and
+    the invalid mass."""
+    spiel, rows = await measure(loop, policy, game_id, samples, kwargs=kwargs)
+    low, high = bootstrap(spiel, rows, seed=loop.config.seed)
+    prefix = f"eval/exploitability/{game_id}"  # openspiel:kuhn_poker and kuhn_poker differ
+    return {
+        prefix: exploitability(spiel, rows),
+        f"{prefix}/low": low,
+        f"{prefix}/high": high,
+        f"{prefix}/invalid": invalid_mass(rows),
+    }
