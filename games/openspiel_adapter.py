@@ -48,7 +48,11 @@ LISTED_IN_REASON = 12  # legal actions named in an invalid move's reason, at mos
 
 
 def _pyspiel() -> Any:
-    """Import pyspiel on first use (it is quick, but games that never use it need not)."""
+    """Import pyspiel on first use (it is quick, but games that never use it need not), with
+    OpenSpiel's Python games registered: importing ``open_spiel.python.games`` (the
+    exploitability code does) adds them to the registry, so they are always added first and
+    the games listed never depend on what was imported before."""
+    importlib.import_module("open_spiel.python.games")
     return importlib.import_module("pyspiel")
 
 

@@ -34,15 +34,20 @@ MOVE_CAP = 5_000  # a random game longer than this is cut here
 def random_moves(game: Any, seed: int, cap: int = MOVE_CAP) -> int:
     """Player moves in one uniformly random game (chance drawn as `OpenSpielGame` draws it)."""
     rng = random.Random(seed)
-    state = game.new_initial_state()
+    return play_randomly(game.new_initial_state(), rng, rng, cap)
+
+
+def play_randomly(state: Any, chance: random.Random, player: random.Random, cap: int) -> int:
+    """Play ``state`` to its end (or ``cap`` player moves): chance by its own probabilities,
+    players uniformly among the legal actions; returns the player moves made."""
     moves = 0
     while not state.is_terminal() and moves < cap:
         if state.is_chance_node():
             outcomes = state.chance_outcomes()
             actions = [a for a, _ in outcomes]
-            state.apply_action(rng.choices(actions, weights=[p for _, p in outcomes])[0])
+            state.apply_action(chance.choices(actions, weights=[p for _, p in outcomes])[0])
             continue
-        state.apply_action(rng.choice(state.legal_actions()))
+        state.apply_action(player.choice(state.legal_actions()))
         moves += 1
     return moves
 
@@ -56,6 +61,9 @@ def build(games: int = GAMES) -> dict[str, Any]:
     for name in openspiel_names():
         if name not in loadable:
             refused[name] = "it needs parameters to load (a wrapper around another game)"
+            continue
+        if name.startswith("python_"):  # slow twins of C++ games (python_kuhn_poker, ...)
+            refused[name] = "a Python re-implementation; OpenSpiel's own (C++) game is listed"
             continue
         try:
             game = load(name)

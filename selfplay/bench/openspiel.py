@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 from games.openspiel_adapter import OpenSpielGame, load
+from games.openspiel_catalog import play_randomly
 from games.opponents import RandomOpponent
 
 DEFAULT_IDS = (
@@ -42,17 +43,7 @@ def spiel_game(game_string: str, seed: int) -> int:
     """One random game in OpenSpiel alone; its player moves. The same game the adapter plays
     with this seed: chance and moves from their own ``Random(seed)``, as there."""
     state = load(game_string).new_initial_state()
-    chance, player = random.Random(seed), random.Random(seed)
-    moves = 0
-    while not state.is_terminal():
-        if state.is_chance_node():
-            outcomes = state.chance_outcomes()
-            actions = [a for a, _ in outcomes]
-            state.apply_action(chance.choices(actions, weights=[p for _, p in outcomes])[0])
-            continue
-        state.apply_action(player.choice(state.legal_actions()))
-        moves += 1
-    return moves
+    return play_randomly(state, random.Random(seed), random.Random(seed), NO_LIMIT)
 
 
 def adapter_game(game_string: str, seed: int, observe: bool = False) -> int:

@@ -92,6 +92,12 @@ def _openspiel(o) -> None:
     bench_openspiel(ids=tuple(o.ids or DEFAULT_IDS), games=o.games)
 
 
+def _exploitability(o) -> None:
+    from selfplay.bench.exploitability import bench_exploitability
+
+    bench_exploitability(model=o.model, samples=o.samples, repeats=o.repeats)
+
+
 def _corpus(o) -> None:
     from selfplay.bench.corpus import bench_corpus
 
@@ -170,6 +176,12 @@ BENCHMARKS: dict[str, Benchmark] = {
     "openspiel": Benchmark(_openspiel, "random games/s, the OpenSpiel adapter vs OpenSpiel alone", (
         option("--games", type=int, default=300, help="random games per way and game"),
         option("--ids", nargs="*", help="OpenSpiel game strings (default: six games)"),
+    )),
+    "exploitability": Benchmark(_exploitability,
+                                "seconds per exploitability evaluation, sampled vs scored", (
+        option("--model", default="embedded"),
+        option("--samples", type=int, default=16, help="sampled replies per information state"),
+        option("--repeats", type=int, default=2, help="interleaved rounds (median counts)"),
     )),
     "corpus": Benchmark(_corpus, "embedding throughput and FAISS index trade-offs", (
         option("--vectors", type=int, default=1_000_000, help="index size"),

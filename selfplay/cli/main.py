@@ -142,11 +142,7 @@ def cmd_evaluate(args) -> int:
     rows = evaluate(Path(args.run), args.suite, size=args.size, samples=args.samples, ks=ks,
                     tool=args.tool, step=args.step, temperature=args.temperature,
                     judge=Path(args.judge) if args.judge else None)
-    if args.json:
-        print(json.dumps(rows))
-    else:
-        print_rows(rows)
-    return 0
+    return _show(rows, args.json, print_rows)
 
 
 def cmd_plan(args) -> int:
@@ -192,10 +188,15 @@ def cmd_strategy(args) -> int:
     _quiet_libraries()
     result = measure_run(Path(args.run), args.game, samples=args.samples, scored=args.scored,
                          step=args.step, state=args.state)
-    if args.json:
+    return _show(result, args.json, print_strategy)
+
+
+def _show(result, as_json: bool, show) -> int:
+    """A command's result as one JSON line (``--json``) or for people; exit code 0."""
+    if as_json:
         print(json.dumps(result))
     else:
-        print_strategy(result)
+        show(result)
     return 0
 
 

@@ -150,7 +150,9 @@ class HFEngine(Engine):
             prompt = self.encode(request)
             routing = self._routing([request.adapter], self._route_rows([request.adapter]))
             ids = torch.tensor([prompt + list(tokens)], device=self.device)
-            logits = self.model(input_ids=ids, **routing).logits[0, len(prompt) - 1 : -1]
+            # the head only where it predicts a continuation token, not over the whole prompt
+            kept = len(tokens) + 1
+            logits = self.model(input_ids=ids, logits_to_keep=kept, **routing).logits[0, :-1]
             logp = torch.log_softmax(logits.float(), -1)
             targets = torch.tensor(tokens, device=self.device)[:, None]
             scored.append(logp.gather(1, targets).squeeze(1).tolist())
