@@ -58,6 +58,10 @@ class BotError(UserError):
     """A bot name that names no bot, or a bot asked for a game it cannot play: one line."""
 
 
+class UnknownBotError(BotError):
+    """A name whose kind is no bot's (``mctz``)."""
+
+
 @dataclass(frozen=True)
 class BotSpec:
     kind: str
@@ -74,7 +78,7 @@ def parse(name: str) -> BotSpec:
     match = _NAME.match(str(name))
     kind = match.group(1) if match else None
     if kind not in KINDS:
-        raise BotError(f"unknown bot {name!r}; bots are mcts:<simulations>, alphabeta and "
+        raise UnknownBotError(f"unknown bot {name!r}; bots are mcts:<simulations>, alphabeta and "
                        "cfr:<iterations> (docs/games.md#bots)")
     default = KINDS[kind]
     number = match.group(2)
