@@ -205,3 +205,19 @@ def openspiel_move(game: KuhnPoker, player: int, action: int) -> str:
     legal = game.legal_actions(player) or []
     facing_bet = legal == ["[call]", "[fold]"]
     return ("[fold]", "[call]")[action] if facing_bet else ("[check]", "[bet]")[action]
+
+
+def to_openspiel(game: KuhnPoker, spiel_game: Any) -> Any:
+    """The state of OpenSpiel's one-round ``kuhn_poker`` (``spiel_game``) that the current
+    round of ``game`` is at: the round's first player is OpenSpiel's player 0, the deal and the
+    moves are the round's (check or fold is OpenSpiel's Pass, bet or call its Bet). Every
+    round is such a game; the rounds before it do not enter."""
+    if game.done:
+        raise ValueError("the game is over: no round is being played")
+    first = (game.round - 1) % 2
+    state = spiel_game.new_initial_state()
+    for player in (first, 1 - first):  # OpenSpiel deals player 0's card first
+        state.apply_action(CARDS.index(game.cards[player]))
+    for _, move in game.moves:
+        state.apply_action(1 if move in ("bet", "call") else 0)
+    return state

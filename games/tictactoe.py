@@ -105,3 +105,12 @@ class TicTacToe(NativeGame):
         # the payoff is the result itself: +1 / -1, 0 for a draw (None until the end)
         returns = self.outcome() if self.done else None
         return {"board": "".join(m or "." for m in board), "returns": returns}
+
+
+def to_openspiel(game: TicTacToe, spiel_game: Any) -> Any:
+    """The state of OpenSpiel's ``tic_tac_toe`` (``spiel_game``) that ``game`` is at: the same
+    moves (OpenSpiel's action ids are our cells, 0-8 row by row, and X moves first)."""
+    state = spiel_game.new_initial_state()
+    for _, cell in game.moves:
+        state.apply_action(cell)
+    return state

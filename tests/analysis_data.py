@@ -103,7 +103,12 @@ def make_game_run(root: Path) -> Path:
          "eval/kuhn_poker/random/win": 0.4 + 0.1 * s, "eval/kuhn_poker/random/draw": 0.0,
          "eval/kuhn_poker/random/loss": 0.6 - 0.1 * s, "eval/kuhn_poker/random/invalid": 0.1,
          "eval/kuhn_poker/random/seat0/win": 0.5, "rollout/tokens_per_s": 10.0,
-         "rollout/seconds": 1.0} for s in range(2)])
+         "rollout/seconds": 1.0,
+         # the ladder (openskill): the policy climbs past the random player at step 1
+         "eval/ladder/policy/mu": 24.0 + 2 * s, "eval/ladder/policy/sigma": 7.0,
+         "eval/ladder/policy/ordinal": 3.0 + 2 * s, "eval/ladder/random/mu": 26.0 - 2 * s,
+         "eval/ladder/random/sigma": 7.5, "eval/ladder/random/ordinal": 3.5 - 2 * s}
+        for s in range(2)])
     for step in range(2):
         winners = [0, 1, None, 0]
         _write_jsonl(run / "episodes" / f"step-{step:06d}.jsonl", [

@@ -368,3 +368,16 @@ def test_games_without_an_invalid_move_say_so(tmp_path):
     section = games_section(run)
     assert "no training game ended on an invalid move (0 of 8)." in section.lines
     assert not any(t.caption.startswith("how training") for t in section.tables)
+
+
+def test_the_ladder_is_a_plot_and_a_table_best_first(tmp_path):
+    """eval/ladder/<player>/{mu,sigma,ordinal}: one μ curve per player in the games section and
+    the last evaluation's ratings best first; not drawn again among the training curves."""
+    sections = _sections(make_game_run(tmp_path), embeddings=False)
+    ladder = next(p for p in sections["games"].plots if p.name == "games-ladder")
+    assert {s.label: s.y for s in ladder.series} == {"policy": [24.0, 26.0],
+                                                     "random": [26.0, 24.0]}
+    table = next(t for t in sections["games"].tables if t.caption.startswith("ladder at step 1"))
+    assert table.headers == ["player", "mu", "sigma", "ordinal (mu − 3 sigma)"]
+    assert table.rows == [["policy", "26.00", "7.00", "5.00"], ["random", "24.00", "7.50", "1.50"]]
+    assert not [p.name for p in sections["training"].plots if "ladder" in p.name]

@@ -12,7 +12,7 @@ from selfplay.analysis import debugging
 from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.rundata import RunData
 from selfplay.analysis.sections import EXPLOITABILITY, Section, Table, fmt, line_plot
-from selfplay.stats import games
+from selfplay.stats import games, ratings
 
 
 def games_section(run: RunData) -> Section:
@@ -71,7 +71,29 @@ def games_section(run: RunData) -> Section:
             ["game", "opponent", "seat", "win", "draw", "loss", "invalid"],
             [[*k, *[_eval_cell(v.get(o), per, k[2]) for o in ("win", "draw", "loss", "invalid")]]
              for k, v in sorted(table.items(), key=str)]))
+    _ladder(section, ratings.ladder_rows(run.metrics))
     return section
+
+
+def _ladder(section: Section, rows: list[dict]) -> None:
+    """The ladder: the policy's and each evaluation opponent's openskill μ per evaluation, and
+    the last evaluation's ratings, best first."""
+    if not rows:
+        return
+    series: dict[str, list[tuple]] = {}
+    for r in rows:
+        series.setdefault(r["player"], []).append((r["step"], r["mu"]))
+    section.add(line_plot("games-ladder", "ladder: openskill μ of the policy and its evaluation "
+                          "opponents", "μ (openskill)", series))
+    last = max(r["step"] for r in rows)
+    latest = {r["player"]: r for r in rows if r["step"] == last}  # evaluated twice: the last
+    final = sorted(latest.values(), key=lambda r: -r["ordinal"])
+    section.tables.append(Table(
+        f"ladder at step {last}: openskill (Plackett–Luce) ratings from the evaluation games, "
+        "best first (every opponent met only the policy)",
+        ["player", "mu", "sigma", "ordinal (mu − 3 sigma)"],
+        [[r["player"], fmt(r["mu"], 2), fmt(r["sigma"], 2), fmt(r["ordinal"], 2)]
+         for r in final]))
 
 
 def _eval_cell(rate, games_per_pair, seat) -> str:

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from selfplay.analysis.plots import Plot, Series
+from selfplay.stats.ratings import LADDER
 
 
 @dataclass
@@ -88,8 +89,8 @@ def numeric_series(rows: list[dict], prefixes: tuple[str, ...]) -> dict[str, lis
                 continue
             if key.startswith("eval/") and key.count("/") > 3:
                 continue  # per-seat evaluation rows: the games section shows them
-            if key.startswith(EXPLOITABILITY):
-                continue  # with its interval, in the games section
+            if key.startswith((EXPLOITABILITY, LADDER)):
+                continue  # the games section draws them (the interval; the ladder's table)
             if isinstance(value, int | float) and math.isfinite(value):
                 out[key].append((row["step"], float(value)))
     return dict(sorted(out.items()))

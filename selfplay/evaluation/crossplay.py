@@ -22,7 +22,6 @@ import asyncio
 import json
 import random
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 from curricula.answers import answers_equal, extract_answer
@@ -32,15 +31,9 @@ from selfplay.analysis.sections import Section, Table, fmt
 from selfplay.core.errors import UserError
 from selfplay.evaluation.run_model import RunModel, Snapshot
 from selfplay.loops.base import prompt_request
+from selfplay.stats.ratings import GameResult, rate
 
 SEED = 77_000
-
-
-@dataclass
-class GameResult:
-    first: int  # index of the snapshot in seat 0
-    second: int  # index of the snapshot in seat 1
-    reward_first: float  # +1 win, 0 draw, −1 loss (invalid move: −1 for the offender)
 
 
 # ------------------------------------------------------------------ pure parts
@@ -59,20 +52,10 @@ def win_matrix(results: list[GameResult], count: int) -> list[list[float | None]
 
 
 def ratings(results: list[GameResult], names: list[str], seed: int = 0) -> list[dict]:
-    """openskill Plackett–Luce ratings from the games (in a seeded shuffled order, so no
-    snapshot profits from the order pairs were played); sorted best first by ordinal."""
-    from openskill.models import PlackettLuce
-
-    model = PlackettLuce()
-    players = [model.rating(name=name) for name in names]
-    order = list(results)
-    random.Random(seed).shuffle(order)
-    for r in order:
-        ranks = [0, 0] if r.reward_first == 0 else ([0, 1] if r.reward_first > 0 else [1, 0])
-        [[a], [b]] = model.rate([[players[r.first]], [players[r.second]]], ranks=ranks)
-        players[r.first], players[r.second] = a, b
-    rows = [{"snapshot": p.name, "mu": p.mu, "sigma": p.sigma, "ordinal": p.ordinal()}
-            for p in players]
+    """openskill Plackett–Luce ratings of the snapshots (``selfplay.stats.ratings.rate``),
+    sorted best first by ordinal."""
+    rows = [{"snapshot": r["name"], "mu": r["mu"], "sigma": r["sigma"], "ordinal": r["ordinal"]}
+            for r in rate(results, names, seed)]
     return sorted(rows, key=lambda row: -row["ordinal"])
 
 

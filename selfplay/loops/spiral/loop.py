@@ -20,8 +20,11 @@ to [0, 1] (``records.game_groups``), so learning progress is the change of that 
 
 Opponents: ``mirror`` (both seats are the policy and both are trained; the default),
 ``random`` (random legal actions; only the policy's seat is trained), ``frozen`` (the initial
-policy: the base model without LoRA), ``pool`` (a FIFO pool of past LoRA snapshots). Seats are
-drawn at random for every game and logged.
+policy: the base model without LoRA), ``pool`` (a FIFO pool of past LoRA snapshots), ``bot``
+(one of ``games.bots``: MCTS, exact alpha-beta, a CFR+ solution). Seats are drawn at random for
+every game and logged. Evaluation plays ``eval_opponents`` (the same kinds, by name; and
+``pool``, the pool's snapshots) and rates the policy among them with openskill (the ladder,
+``eval/ladder/<player>/...``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import random
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 import games
 from curricula.curriculum import Curriculum
@@ -41,9 +44,17 @@ from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots, prompt_request
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
+from selfplay.loops.spiral.opponents import (
+    bot_name,
+    bot_seat,
+    check_opponents,
+    eval_seat,
+    opponent_name,
+)
 from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
 from selfplay.loops.spiral.strategy import exploitability_metrics, view_of
 from selfplay.stats.games import eval_metrics
+from selfplay.stats.ratings import ladder_metrics
 from selfplay.types import Collected, Episode, Request
 
 ROLE = "player"
@@ -58,9 +69,22 @@ class GameSpec(Strict):
 
 
 class OpponentSettings(Strict):
-    kind: Literal["mirror", "random", "frozen", "pool"] = "mirror"
+    kind: Literal["mirror", "random", "frozen", "pool", "bot"] = "mirror"
+    bot: str | None = None  # kind bot: mcts:<simulations>, alphabeta or cfr[:<iterations>]
     pool_size: int = Field(25, ge=1)  # FIFO pool of past checkpoints
     refresh_every: int = Field(5, ge=1)  # steps between snapshots into the pool
+
+    @field_validator("bot")
+    @classmethod
+    def _canonical_bot(cls, name: str | None) -> str | None:  # mcts is mcts:1000
+        return None if name is None else bot_name(name)
+
+    @model_validator(mode="after")
+    def _bot_with_kind_bot(self) -> OpponentSettings:
+        if (self.kind == "bot") != (self.bot is not None):
+            raise ValueError("opponent.bot names the bot of kind: bot, and only then (e.g. "
+                             "opponent: {kind: bot, bot: mcts:100})")
+        return self
 
 
 class SpiralSettings(LoopSettings):
@@ -78,7 +102,8 @@ class SpiralSettings(LoopSettings):
     invalid_opponent_reward: float = 0.5  # the other seat's training reward then
     lenient: bool = False  # accept the last [token] when no \boxed{} is given
     eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
-    eval_opponents: list[Literal["random", "initial"]] = ["random", "initial"]
+    # random, initial (LoRA runs), pool (the pool's snapshots), or bots: mcts:100, alphabeta, cfr
+    eval_opponents: list[str] = ["random", "initial"]
     eval_ood_games: list[str] = []  # out-of-domain game ids, against the random opponent
     eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (transfer)
     eval_reasoning_size: int = Field(16, ge=0)
@@ -86,6 +111,11 @@ class SpiralSettings(LoopSettings):
     # these games: openspiel:kuhn_poker, openspiel:leduc_poker, or kuhn_poker with rounds: 1
     eval_exploitability: list[GameSpec] = []
     exploitability_samples: int = Field(16, ge=1)  # sampled replies per information state
+
+    @field_validator("eval_opponents")
+    @classmethod
+    def _canonical_opponents(cls, names: list[str]) -> list[str]:  # mcts is mcts:1000
+        return [opponent_name(name) for name in names]
 
 
 def seat_role(seat: int) -> str:
@@ -117,6 +147,7 @@ class SpiralLoop(Loop):
             games.trial(game_id)
         if s.opponent.kind in ("frozen", "pool") and config.train.finetune != "lora":
             raise UserError(f"opponent kind {s.opponent.kind!r} needs train.finetune: lora")
+        check_opponents(s, s.games)  # every bot plays every game; pool only with its pool
         self.pool = CheckpointPool(s.opponent.pool_size, s.opponent.refresh_every)
         self.curriculum = Curriculum(config.curriculum, seed=config.seed)
         for index, spec in enumerate(s.games):
@@ -140,6 +171,8 @@ class SpiralLoop(Loop):
                 seats[seat] = Seat("policy", self.policy_adapter(), trained=True)
             elif kind == "random":
                 seats[seat] = Seat("random", rng=random.Random(rng.randrange(2**31)))
+            elif kind == "bot":
+                seats[seat] = bot_seat(self.settings.opponent.bot, rng.randrange(2**31))
             elif kind == "frozen" or not len(self.pool):
                 seats[seat] = Seat("adapter", BASE_ADAPTER)
             else:
@@ -167,8 +200,9 @@ class SpiralLoop(Loop):
         greedy: bool = False,
     ) -> tuple[games.Game, GameRecord]:
         """One game to its end: the model's seats move through the policy, a random seat by a
-        random legal move; the first invalid or unparseable move ends it. An exception the
-        game's own code raises is one line naming the game and the call."""
+        random legal move, a bot by its search or strategy; the first invalid or unparseable
+        move ends it. An exception the game's own code raises is one line naming the game and
+        the call."""
         game = games.make(spec.id, max_turns=spec.max_turns, **spec.kwargs)
         with games.guarded(game, spec.id):
             return game, await self.play_game(policy, game, seed, seats, greedy)
@@ -187,8 +221,8 @@ class SpiralLoop(Loop):
             seat = game.current_player
             who = seats[seat]
             record.moves += 1
-            if who.kind == "random":
-                opponent = RandomOpponent(who.rng.randrange(2**31))
+            if who.kind in ("random", "bot"):  # a bot's move is always a legal one
+                opponent = who.bot or RandomOpponent(who.rng.randrange(2**31))
                 move = opponent.act(game, seat)
                 record.random_guessed |= not opponent.verified
                 result = game.step(move)
@@ -242,7 +276,8 @@ class SpiralLoop(Loop):
         game, record = await self.play(policy, spec, rng.randrange(2**31), seats)
         with games.guarded(game, spec.id):
             rewards = self.training_rewards(game, record)
-            info = record.info(game, game_index, seats, assignment, self.settings.opponent.kind)
+            opponent = self.settings.opponent.bot or self.settings.opponent.kind  # mcts:100
+            info = record.info(game, game_index, seats, assignment, opponent)
         trained = [s for s, who in seats.items() if who.trained]
         return Episode(
             loop=self.name,
@@ -282,13 +317,10 @@ class SpiralLoop(Loop):
 
     # ------------------------------------------------------------------ evaluation
     async def eval_game(
-        self, policy: BatchingPolicy, spec: GameSpec, seed: int, seat: int, opponent: str
+        self, policy: BatchingPolicy, spec: GameSpec, seed: int, seat: int, opponent: str,
+        index: int = 0,
     ) -> dict:
-        other = (
-            Seat("random", rng=random.Random(seed))
-            if opponent == "random"
-            else Seat("adapter", BASE_ADAPTER)
-        )
+        other = eval_seat(opponent, seed, index, self.pool.ids)
         seats = {seat: Seat("policy", self.policy_adapter()), 1 - seat: other}
         game, record = await self.play(policy, spec, seed, seats, greedy=True)
         with games.guarded(game, spec.id):
@@ -296,19 +328,25 @@ class SpiralLoop(Loop):
         return eval_result(spec.id, opponent, seat, reward, record)
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
-        """Win/draw/loss/invalid rates per game, opponent and seat; OOD games; reasoning."""
+        """Win/draw/loss/invalid rates per game, opponent and seat; the ladder (the policy's
+        openskill rating among its opponents, from the games of ``spiral.games``); OOD games;
+        reasoning."""
         s, jobs = self.settings, []
-        opponents = [
-            o for o in s.eval_opponents if o != "initial" or self.config.train.finetune == "lora"
+        against = [  # initial: LoRA runs only; pool: once it holds a snapshot
+            o for o in s.eval_opponents
+            if (o != "initial" or self.config.train.finetune == "lora")
+            and (o != "pool" or len(self.pool))
         ]
-        matches = [(spec, opponent) for spec in s.games for opponent in opponents]
+        matches = [(spec, opponent) for spec in s.games for opponent in against]
+        ladder_games = len(matches) * s.eval_games
         matches += [(GameSpec(id=game_id), "random") for game_id in s.eval_ood_games]
         for spec, opponent in matches:
             jobs += [
-                self.eval_game(policy, spec, 90_000 + i, i % 2, opponent)
+                self.eval_game(policy, spec, 90_000 + i, i % 2, opponent, i)
                 for i in range(s.eval_games)
             ]
-        metrics = eval_metrics(await policy.gather(jobs) if jobs else [])
+        results = await policy.gather(jobs) if jobs else []
+        metrics = eval_metrics(results) | ladder_metrics(results[:ladder_games])
         if self.reasoning_tasks:
             prompt = load_role("solver_terse")
             metrics |= await reasoning_accuracy(

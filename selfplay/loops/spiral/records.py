@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -15,12 +16,14 @@ from selfplay.types import Episode
 
 @dataclass
 class Seat:
-    """Who plays one seat: the trained policy, a model adapter (frozen/pool), or random."""
+    """Who plays one seat: the trained policy, a model adapter (frozen/pool), random, or a bot
+    (``games.bots``)."""
 
-    kind: str  # "policy" | "adapter" | "random"
+    kind: str  # "policy" | "adapter" | "random" | "bot"
     adapter: str = "shared"
     rng: random.Random | None = None
     trained: bool = False
+    bot: Any = None  # kind "bot": the games.bots.Bot that plays it
 
 
 @dataclass
@@ -45,7 +48,7 @@ class GameRecord:
             ),
             "winner": game.winner,
             "invalid_by": self.invalid_by,
-            # "policy" (a trained seat), "adapter" (frozen/pool) or "random"
+            # "policy" (a trained seat), "adapter" (frozen/pool), "random" or "bot"
             "invalid_by_kind": None if self.invalid_by is None else seats[self.invalid_by].kind,
             "invalid_reason": self.invalid_reason,
             "truncated": game.truncated,
