@@ -129,6 +129,13 @@ CASES: list[tuple[str, list[str], str]] = [
                                           "spiral.eval_exploitability=[]",
                                           "spiral.opponent={kind: bot, bot: cfr}"],
      "more than 30,000 histories"),
+    ("exploitability of a game too large",
+     ["run", "spiral-kuhn-cpu", TINY, "spiral.eval_exploitability=[{id: 'openspiel:liars_dice'}]"],
+     "small enough"),
+    ("exploitability of a game without OpenSpiel's rules",
+     ["run", "spiral-kuhn-cpu", TINY, "spiral.eval_exploitability=[{id: tictactoe}]"],
+     "only OpenSpiel games"),
+    ("strategy of a run that is not a game's", ["strategy", "no-such-run"], "no-such-run"),
     ("play an unknown game", ["play", "TicTacToe-v9"], "TicTacToe-v9"),
     # --- curricula, tasks, tools
     ("unknown sampler", ["run", "rlvr-curriculum-cpu", TINY, "curriculum.sampler=dapo2"], "dapo2"),
