@@ -132,6 +132,13 @@ def test_selfplay_strategy_reads_a_runs_policy(tmp_path, tiny_model_path, capsys
     assert result["low"] <= result["exploitability"] <= result["high"]
     for row in result["states"]:  # two replies each, counted as moves or as invalid
         assert sum(row["counts"].values()) + row["invalid"] == 2
+    replies = [r["replies"] for r in result["states"]]
+    assert all(len(texts) == 2 for texts in replies)
+    for seed, same in [(result["seed"], True), (result["seed"] + 1, False)]:  # the sampler's
+        assert main(["strategy", str(run_dir), "--samples", "2", "--json", "--seed",
+                     str(seed)]) == 0
+        again = json.loads(capsys.readouterr().out)["states"]
+        assert ([r["replies"] for r in again] == replies) == same
     assert main(["strategy", str(run_dir), "--scored", "--state", "1b"]) == 0
     out = capsys.readouterr().out
     assert "1b (player 1): [fold]" in out and "[call]" in out and "exploitability" in out

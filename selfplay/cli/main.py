@@ -187,7 +187,7 @@ def cmd_strategy(args) -> int:
 
     _quiet_libraries()
     result = measure_run(Path(args.run), args.game, samples=args.samples, scored=args.scored,
-                         step=args.step, state=args.state)
+                         step=args.step, state=args.state, seed=args.seed)
     return _show(result, args.json, print_strategy)
 
 
@@ -344,6 +344,7 @@ def parser() -> argparse.ArgumentParser:
                     help="the probability of each move's reply instead of sampling")
     st.add_argument("--state", help="only this information state (e.g. 1b)")
     st.add_argument("--step", type=int, help="a saved step (default: the latest)")
+    st.add_argument("--seed", type=int, help="the sampler's seed (default: the run's)")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_strategy)
 

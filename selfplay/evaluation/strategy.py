@@ -2,9 +2,10 @@
 as it plays: its action distribution at each state (sampled, or scored), the invalid mass, and
 the exploitability of the whole (docs/games.md#exploitability).
 
-Sampled replies come from the engine's own random stream, seeded by the run's seed, so the same
-command gives the same counts; ``--scored`` needs no sampling at all: the probability of
-answering each legal move in the answer format.
+Sampled replies come from the engine's own random stream, seeded by ``--seed`` (default: the
+run's seed), so the same command gives the same counts and another seed other replies;
+``--scored`` needs no sampling at all: the probability of answering each legal move in the
+answer format.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+
+import torch
 
 from selfplay.core.errors import UserError
 from selfplay.evaluation.run_model import RunModel
@@ -27,6 +30,7 @@ def measure_run(
     scored: bool = False,
     step: int | None = None,
     state: str | None = None,
+    seed: int | None = None,
 ) -> dict:
     """The policy of ``run_dir`` (its latest checkpoint, or ``step``) on ``game_id`` (default:
     its first game that has an exact best response)."""
@@ -39,6 +43,8 @@ def measure_run(
         spec = _game(loop, game_id)
         snapshot = model.snapshot(step)
         model.install(snapshot)
+        seed = model.config.seed if seed is None else seed
+        model.engine.set_rng_state(torch.Generator().manual_seed(seed).get_state())
         start = time.perf_counter()
         spiel, rows = asyncio.run(strategy.measure(
             loop, model.policy, spec["id"], samples, scored=scored, kwargs=spec.get("kwargs")))
@@ -54,12 +60,14 @@ def measure_run(
     chosen = [r for r in rows if state is None or r.key == state]
     return {
         "game": spec["id"], "step": snapshot.step, "mode": "scored" if scored else "sampled",
+        "seed": seed,
         "samples": 1 if scored else samples, "seconds": seconds,
         "exploitability": exploitability(spiel, rows), "low": low, "high": high,
         "invalid": invalid_mass(rows),
         "states": [{"key": r.key, "player": r.player,
                     "actions": dict(zip(r.names, r.probabilities(), strict=True)),
-                    "counts": dict(zip(r.names, r.counts, strict=True)), "invalid": r.invalid}
+                    "counts": dict(zip(r.names, r.counts, strict=True)), "invalid": r.invalid,
+                    "replies": r.replies}
                    for r in chosen],
     }
 

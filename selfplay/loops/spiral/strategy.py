@@ -102,6 +102,7 @@ async def measure(
         return view.spiel_game, rows
     completions = await policy.gather(policy(request) for _, request in asks)
     for (counts, _), completion in zip(asks, completions, strict=True):
+        counts.replies.append(completion.reply)
         action = extract_action(completion.reply, lenient=loop.settings.lenient)
         chosen = match_legal(action, counts.names) if action is not None else None
         if chosen is None:
