@@ -375,7 +375,7 @@ def test_code_io_tasks_are_grounded_and_checked_by_execution(tmp_path):
 
     async def scenario():
         program = "```python\ndef f(x):\n    return [x, x * 2]\nprint(f(3))\n```"
-        task = await code_io.ground(policy, parse_code_io(program))
+        task = code_io.pose(await code_io.ground(policy, parse_code_io(program)))
         assert task.valid and task.output == "[3, 6]" and task.answer == "[3, 6]"
         assert task.question.endswith("What does f(3) return?")
         assert await code_io.check(policy, task, "[3, 6]")

@@ -66,6 +66,10 @@ class QaTasks:
     async def task(self, policy: BatchingPolicy, reply: str) -> Proposal:
         return parse_qa(reply)
 
+    def pose(self, proposal: Proposal) -> Proposal:
+        """The task as asked: a question-answer proposal asks its own question."""
+        return proposal
+
     async def check(
         self, policy: BatchingPolicy, proposal: Proposal, answer: str | None
     ) -> bool | None:
@@ -95,8 +99,8 @@ class CodeIoTasks:
         return await self.ground(policy, proposal) if proposal.valid else proposal
 
     async def ground(self, policy: BatchingPolicy, proposal: Proposal) -> Proposal:
-        """Run the program twice: valid when both runs succeed with the same output; then ask
-        for the output (deduction) or an input giving it (abduction)."""
+        """Run the program twice: valid when both runs succeed with the same output (which
+        ``pose`` then turns into a question)."""
         code = run_program_code(proposal.program, proposal.input)
         first = await self.tool.run(policy, code)
         second = await self.tool.run(policy, code)
@@ -106,17 +110,25 @@ class CodeIoTasks:
             return dataclasses.replace(proposal, valid=False, why_invalid=why)
         if len(output) > 200:
             return dataclasses.replace(proposal, valid=False, why_invalid="output too long")
+        return dataclasses.replace(proposal, output=output)
+
+    def pose(self, proposal: Proposal) -> Proposal:
+        """Ask a grounded program for its output (deduction) or an input giving it
+        (abduction), the mode drawn from the loop's random stream. Called in proposal order
+        once every program has run: the sandbox finishes runs in any order, the draws may not
+        follow it."""
+        if not proposal.valid:
+            return proposal
         mode = self.rng.choice(self.modes)
         deduction = mode == "deduction"
-        grounded = dataclasses.replace(
+        posed = dataclasses.replace(
             proposal,
-            output=output,
             mode=mode,
-            answer=output if deduction else proposal.input,
+            answer=proposal.output if deduction else proposal.input,
             answer_type="code_output" if deduction else "code_input",
         )
-        grounded.question = code_question(grounded)
-        return grounded
+        posed.question = code_question(posed)
+        return posed
 
     async def check(self, policy: BatchingPolicy, proposal: Proposal, answer: str | None) -> bool:
         if answer is None:

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Literal
-
-from pydantic import Field, model_validator
+from typing import Any
 
 import selfplay.loops.agent0.records as records
 from curricula.answers import extract_answer, grade_answer
@@ -43,66 +41,14 @@ from curricula.rewards import (
 )
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.engines.tools import ToolSandbox, ToolSettings
+from selfplay.engines.tools import ToolSandbox
 from selfplay.loops.agent0.kinds import CodeIoTasks, QaTasks, ScoredTask, Solve
-from selfplay.loops.base import Loop, LoopSettings, LoopSpec
-from selfplay.loops.reasoning import TaskSpec, build_tasks
+from selfplay.loops.agent0.settings import Agent0Settings
+from selfplay.loops.base import Loop, LoopSpec
+from selfplay.loops.reasoning import build_tasks
 from selfplay.types import Collected, Episode, TaskRow
 
 CURRICULUM, EXECUTOR = "curriculum", "executor"
-
-
-class Agent0Settings(LoopSettings):
-    """Agent0: a curriculum role and a tool-using executor role, alternating.
-
-    Steps map to (iteration, phase): each iteration is ``curriculum_steps`` curriculum steps
-    then ``executor_steps`` executor steps (train.steps = iterations × their sum)."""
-
-    task_kind: Literal["qa", "code_io"] = "qa"  # code_io: program + input, verified by running it
-    curriculum_steps: int = Field(5, ge=1)
-    executor_steps: int = Field(5, ge=1)
-    samples_per_task: int = Field(8, ge=2)  # k executor samples for p̂ and the pseudo-label
-    # curriculum phase: GRPO groups of proposals from the curriculum prompt
-    proposal_groups: int = Field(1, ge=1)
-    proposal_group_size: int = Field(8, ge=2)
-    curriculum_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    # the composite curriculum reward (curricula/rewards.py)
-    reward_form: Literal["paper", "code"] = "paper"
-    proposer_reward: str | None = None  # p̂ → reward by name; None: the form's uncertainty
-    lambda_unc: float = Field(1.0, ge=0)
-    lambda_tool: float = Field(1.0, ge=0)
-    tool_gamma: float = Field(0.05, ge=0)
-    tool_cap: int = Field(4, ge=0)
-    repetition_weight: float = Field(1.0, ge=0)
-    repetition_threshold: float = Field(0.5, gt=0, le=1)
-    agreement_gate: bool = False  # code form: p̂ ← 0 when the executor majority disagrees
-    # executor phase
-    pool_size: int = Field(64, ge=1)  # proposals generated per iteration for the task pool
-    band: Literal["paper", "code"] = "paper"  # |p̂ − ½| ≤ band_delta, or band_lo ≤ p̂ ≤ band_hi
-    band_delta: float = Field(0.25, ge=0, le=0.5)
-    band_lo: float = Field(0.3, ge=0, le=1)
-    band_hi: float = Field(0.8, ge=0, le=1)
-    executor_tasks_per_step: int = Field(4, ge=1)
-    executor_group_size: int = Field(8, ge=2)
-    executor_reward: Literal["binary", "signed"] = "binary"  # 1/0 (paper) or +1/−1 (code)
-    executor_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    verify_timeout_s: float = Field(5.0, gt=0)  # math-verify, per comparison
-    code_io_modes: list[Literal["deduction", "abduction"]] = ["deduction", "abduction"]
-    tool: ToolSettings = ToolSettings()
-    # pseudo-label accuracy: executor majority vs gold on reasoning-gym tasks, per iteration
-    probe: list[TaskSpec] = [TaskSpec(name="basic_arithmetic")]
-    probe_size: int = Field(16, ge=0)
-
-    def tool_settings(self) -> ToolSettings:
-        return self.tool
-
-    @model_validator(mode="after")
-    def _band_ordered(self) -> Agent0Settings:
-        if self.band_lo > self.band_hi:
-            raise ValueError(f"band_lo {self.band_lo} > band_hi {self.band_hi}")
-        if not self.code_io_modes:
-            raise ValueError("code_io_modes needs at least one of deduction, abduction")
-        return self
 
 
 class Agent0Loop(Loop):
@@ -144,12 +90,18 @@ class Agent0Loop(Loop):
         return iteration, CURRICULUM if offset < s.curriculum_steps else EXECUTOR
 
     # ---------------------------------------------------------------- the two roles
-    async def propose(self, policy: BatchingPolicy) -> tuple:
-        """One proposal of the curriculum role: (its turn, the task it makes)."""
-        request = self.request(CURRICULUM, max_new_tokens=self.settings.curriculum_max_tokens)
-        completion = await policy(request)
-        turn = self.turn(request, completion, policy)
-        return turn, await self.kind.task(policy, completion.reply)
+    async def proposals(self, policy: BatchingPolicy, count: int) -> list[tuple]:
+        """``count`` proposals of the curriculum role in one engine wave, (turn, task) each;
+        the tasks posed once all are checked, in proposal order (checks end in any order)."""
+
+        async def propose() -> tuple:
+            request = self.request(CURRICULUM, max_new_tokens=self.settings.curriculum_max_tokens)
+            completion = await policy(request)
+            task = await self.kind.task(policy, completion.reply)
+            return self.turn(request, completion, policy), task
+
+        proposed = await policy.gather([propose() for _ in range(count)])
+        return [(turn, self.kind.pose(task)) for turn, task in proposed]
 
     async def solve(self, policy: BatchingPolicy, proposal: Proposal) -> Solve:
         """One executor rollout with the Python tool, judged by the task's kind."""
@@ -226,7 +178,7 @@ class Agent0Loop(Loop):
     async def curriculum_step(self, policy: BatchingPolicy, step: int, iteration: int) -> Collected:
         s = self.settings
         count = s.proposal_groups * s.proposal_group_size
-        proposed = await policy.gather([self.propose(policy) for _ in range(count)])
+        proposed = await self.proposals(policy, count)
         tasks, _ = await self.score(policy, [p for _, p in proposed])
         rewards, penalties = self.curriculum_rewards(tasks)
         episodes, rows = [], []
@@ -310,7 +262,7 @@ class Agent0Loop(Loop):
         same waves → p̂, labels; the band filter; the pool file and its tasks.jsonl rows."""
         s = self.settings
         start = time.perf_counter()
-        proposed = await policy.gather([self.propose(policy) for _ in range(s.pool_size)])
+        proposed = await self.proposals(policy, s.pool_size)
         scoring = time.perf_counter()
         tasks, probe_solves = await self.score(
             policy, [p for _, p in proposed], self.probe_coroutines(policy)
