@@ -129,6 +129,14 @@ def _threads(o) -> None:
     bench_threads()
 
 
+def _gpu(o) -> None:
+    from pathlib import Path
+
+    from selfplay.bench.gpu import SHAPES, bench_gpu
+
+    bench_gpu(tuple(o.shapes or SHAPES), Path(o.out))
+
+
 def _peer(o) -> None:
     from selfplay.bench.peer import bench_peer
 
@@ -155,6 +163,10 @@ BENCHMARKS: dict[str, Benchmark] = {
         option("--seq-len", type=int, default=256),
         option("--ranks", type=int, default=1,
                help="N FSDP2 ranks against one (memory and s/step)"),
+    )),
+    "gpu": Benchmark(_gpu, "the GPU path: hf engine, learner, FSDP2 on NCCL, DCP, sync + probe", (
+        option("--shapes", nargs="*", help="model shapes (default: smollm2-135m qwen3-1.7b)"),
+        option("--out", default="bench-gpu.jsonl", help="JSON lines, one per stage"),
     )),
     "sandbox": Benchmark(_sandbox, "a warm sandbox pool vs a fresh interpreter per call", (
         option("--calls", type=int, default=200),

@@ -11,7 +11,6 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import reasoning_gym
 from pydantic import Field
 
 from curricula.answers import grade_answer
@@ -19,6 +18,14 @@ from selfplay.config import Strict
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.types import Request
+
+
+def reasoning_gym():
+    """reasoning-gym, imported when a task set is built (it takes about a second, and a config
+    that names tasks validates without it: ``selfplay bench gpu`` on a machine without it)."""
+    import reasoning_gym as module
+
+    return module
 
 
 class TaskSpec(Strict):
@@ -49,7 +56,7 @@ def build_levelled_tasks(specs: list[TaskSpec], size: int, seed: int) -> list[Rg
         for level, overrides in enumerate(levels):
             label = float(level) if spec.levels else math.nan
             try:
-                dataset = reasoning_gym.create_dataset(
+                dataset = reasoning_gym().create_dataset(
                     spec.name,
                     size=count,
                     seed=seed + 1000 * level + index,

@@ -308,7 +308,11 @@ def shard(model: torch.nn.Module, mesh, parallel: ParallelSettings, cuda: bool) 
             module.set_gradient_divide_factor(1.0)
             # plain SUM collectives (gloo has no pre-multiplied sum); the factor 1 is a no-op
             module.set_force_sum_reduction_for_comms(True)
-            module.set_reduce_scatter_unused_params(True, recurse=False)
+            if hasattr(module, "set_reduce_scatter_unused_params"):  # torch >= 2.13
+                module.set_reduce_scatter_unused_params(True, recurse=False)
+            elif mesh.size() > 1:  # one rank has nobody to reduce with (bench gpu, torch 2.11)
+                raise UserError("the sharded learner needs torch >= 2.13 (FSDP2's "
+                                "set_reduce_scatter_unused_params)")
     return model
 
 
