@@ -188,11 +188,13 @@ def stage_sharded(model: Path, finetune: str, steps: int = 3) -> dict:
 
     # torchrun with one process: the runner would take the one-process learner; here the FSDP2
     # ranks' code runs on the one GPU there is (NCCL, fully_shard, mixed precision, DCP)
-    sharded.launched_by_torchrun = lambda: True
-
     config = experiment(model, finetune, 1)
     parallel = parallel_settings(config)
-    learner = ShardedLearner(model, learner_settings(config), config.adapters(), parallel)
+    chooser, sharded.launched_by_torchrun = sharded.launched_by_torchrun, lambda: True
+    try:
+        learner = ShardedLearner(model, learner_settings(config), config.adapters(), parallel)
+    finally:
+        sharded.launched_by_torchrun = chooser  # a test's process goes on to other learners
     try:
         batch = samples(AutoConfig.from_pretrained(model).vocab_size)
         first, seconds = _timed_steps(learner, batch, steps)
