@@ -96,6 +96,19 @@ PROMPTS = {
     # Agent0 code_io: a whole program and input; the model's tokens follow it
     "coder.yaml": {"name": "coder", "user": "Write a function.",
                    "prefill": "```python\ndef f(x):\n    return x * 2\n```\nInput: 3\n\n# "},
+    # AZR: started programs and inputs; the solvers' answers fit f(x) = x * 2 on 3, so the
+    # seed identity (in every buffer drawn, newest first, cycling) is answered wrong: the
+    # solvers' rewards vary and train (the proposers' r̄ is 0 or 1: no advantage)
+    "azr_propose.yaml": {"name": "azr_propose", "user": "{{ references }}",
+                         "prefill": "```python\ndef f(x):\n    return x * 2\n```\nInput: 3\n# "},
+    "azr_inputs.yaml": {"name": "azr_inputs", "user": "{{ program }} ({{ count }})",
+                        "prefill": "Input: 1\nInput: 3\nInput: 5\n# "},
+    "azr_solve_o.yaml": {"name": "azr_solve_o", "user": "{{ program }} {{ input }}",
+                         "prefill": "<answer>6</answer>"},
+    "azr_solve_i.yaml": {"name": "azr_solve_i", "user": "{{ program }} {{ output }}",
+                         "prefill": "<answer>3</answer>"},
+    "azr_solve_f.yaml": {"name": "azr_solve_f", "user": "{{ pairs }} {{ message }}",
+                         "prefill": "```python\ndef f(x):\n    return x * 2\n```"},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -201,6 +214,25 @@ def experiments(folder: Path) -> dict[str, dict]:
                 "tool": {"max_tool_turns": 1, "max_observation_tokens": 16, "pool_size": 1},
             },
         },
+        "azr": {
+            **TINY,
+            "loop": "azr",
+            "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "aggregation": "token-mean",
+                      "lora": {"r": 4, "alpha": 8}},
+            "roles": {"propose_deduction": {"prompt": p["azr_propose.yaml"]},
+                      "propose_abduction": {"prompt": p["azr_propose.yaml"]},
+                      "propose_induction": {"prompt": p["azr_inputs.yaml"]},
+                      "solve_deduction": {"prompt": p["azr_solve_o.yaml"]},
+                      "solve_abduction": {"prompt": p["azr_solve_i.yaml"]},
+                      "solve_induction": {"prompt": p["azr_solve_f.yaml"]}},
+            "azr": {
+                "reward_form": "code", "proposals_per_mode": 2, "solves_per_mode": 6,
+                "learnability_samples": 2, "references": 1, "induction_inputs": 3,
+                "induction_shown": 1, "seed_size": 2, "seed_batch": 1, "seed_rounds": 1,
+                "lenient": True, "require_message": False,
+                "sandbox": {"wall_s": 5.0, "pool_size": 1},
+            },
+        },
     }
 
 
@@ -286,7 +318,8 @@ def same_value(expected, actual, numeric: bool) -> bool:
     return expected == actual
 
 
-@pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io"])
+@pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
+                                  "azr"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}

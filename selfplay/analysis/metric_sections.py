@@ -28,6 +28,34 @@ PANELS = [
 ]
 
 
+# loops whose metrics get a section of their own, by key prefix: (prefix, anchor, title, what
+# the section shows); the keys are drawn per their second word (the mode, the phase)
+LOOP_SECTIONS = [
+    ("azr/", "azr", "Absolute Zero (AZR)",
+     "per task mode (deduction, abduction, induction): proposal format and validity rates, the "
+     "fresh solvers' r̄ and learnability, the training solves' accuracy, the buffers; "
+     "azr/seed/ is the seeding before the first step (docs/azr.md)"),
+]
+
+
+def loop_sections(run: RunData) -> list[Section]:
+    """A section per ``LOOP_SECTIONS`` prefix the run logged, one panel per second word."""
+    sections = []
+    for prefix, anchor, title, what in LOOP_SECTIONS:
+        series = numeric_series(run.metrics, (prefix,))
+        if not series:
+            continue
+        section = Section(title, anchor)
+        section.lines.append(f"{len(series)} `{prefix}` keys: {what}.")
+        groups: dict[str, dict[str, list[tuple]]] = defaultdict(dict)
+        for key, points in series.items():
+            groups[key[len(prefix):].split("/", 1)[0]][key] = points
+        for group, members in sorted(groups.items()):
+            _metric_plots(section, members, f"{anchor}-{group}", f"{title}: {group}", anchor)
+        sections.append(section)
+    return sections
+
+
 def training_section(run: RunData) -> Section:
     section = Section("Training curves", "training")
     rows = run.metrics
@@ -62,7 +90,7 @@ def _metric_plots(section: Section, series: dict[str, list[tuple]], panel: str, 
 def claimed(key: str) -> bool:
     """A metric key a known section draws (the training panels, pseudo-label accuracy)."""
     return key.startswith(tuple(p for _, prefixes, _ in PANELS for p in prefixes)) or (
-        "pseudo_label_accuracy" in key)
+        "pseudo_label_accuracy" in key) or key.startswith(tuple(p for p, *_ in LOOP_SECTIONS))
 
 
 def other_metrics_section(run: RunData) -> Section:

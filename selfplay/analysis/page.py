@@ -29,6 +29,7 @@ from selfplay.analysis.game_sections import (
 from selfplay.analysis.metric_sections import (
     compute_section,
     evaluations_section,
+    loop_sections,
     other_metrics_section,
     score_key,
     training_section,
@@ -248,6 +249,7 @@ def build_sections(run: RunData, options: Options | None = None) -> list[Section
     options = options or Options()
     return [
         training_section(run),
+        *loop_sections(run),
         difficulty_section(run),
         validity_section(run),
         diversity_section(run, options),

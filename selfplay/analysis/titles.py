@@ -44,6 +44,7 @@ TITLES: dict[str, tuple[str, str]] = {
     "eval/accuracy": ("Held-out accuracy", "share of problems"),
     "curriculum/": ("Curriculum", ""),
     "challenger/": ("Challenger", ""),
+    "azr/": ("AZR", ""),
     "reasoner/accuracy": ("Reasoner accuracy", "share of answers"),
 }
 

@@ -61,6 +61,12 @@ def _sandbox(o) -> None:
     run_benchmark(calls=o.calls)
 
 
+def _azr(o) -> None:
+    from selfplay.bench.azr import bench_azr
+
+    bench_azr(programs=o.programs, baseline=o.baseline)
+
+
 def _step(o) -> None:
     from selfplay.bench.step import bench_prefix, bench_step
 
@@ -170,6 +176,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     )),
     "sandbox": Benchmark(_sandbox, "a warm sandbox pool vs a fresh interpreter per call", (
         option("--calls", type=int, default=200),
+    )),
+    "azr": Benchmark(_azr, "AZR program checks/s: the warm sandbox pool vs a fresh process each", (
+        option("--programs", type=int, default=200, help="programs through the pool"),
+        option("--baseline", type=int, default=40, help="programs through fresh processes"),
     )),
     "step": Benchmark(_step, "where a step's time goes: prefix reuse off vs on, or sync vs async", (
         EXPERIMENT,
