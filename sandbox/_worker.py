@@ -812,6 +812,8 @@ def main() -> None:
     os.umask(0o077)
     os.environ.clear()
     os.environ.update(cfg.get("env", {}))
+    if sys.path and sys.path[0] == "":  # `python -c` puts the working folder first (no -I)
+        del sys.path[0]
     sys.path.extend(cfg.get("sys_path", []))
     failed = preload(cfg.get("preload", []))
     problems = harden(cfg)

@@ -84,6 +84,10 @@ _CHILD_ENV = {
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
     "PYTHONIOENCODING": "utf-8",
+    # One string-hash seed for every worker (and what a call starts): a program whose output
+    # follows a set's or dict's order of strings gives the same answer in any worker. Python
+    # reads it at start-up, hence no -E/-I on the worker's command line (plan_launch).
+    "PYTHONHASHSEED": "0",
     # Numeric libraries must not spawn a thread per core: threads count against max_processes.
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
@@ -384,7 +388,9 @@ def plan_launch(settings: WorkerSettings, mode: Mode, program: list[str] | None 
         import json
 
         program = ["-c", _WORKER_SOURCE, json.dumps(cfg)]
-    argv = [*prefix, settings.interpreter.executable, "-I", "-S", "-B", *program]
+    # -s -S -B and the worker dropping '' from sys.path stand for -I, which would also ignore
+    # PYTHONHASHSEED (-E); the environment is ours alone (bwrap --clearenv / `env` below)
+    argv = [*prefix, settings.interpreter.executable, "-s", "-S", "-B", *program]
     return LaunchPlan(
         argv=argv,
         env=env,

@@ -306,3 +306,24 @@ def test_fallback_warns_once_and_still_limits(forced_fallback, host) -> None:  #
     finally:
         for p in pools:
             p.close()
+
+
+def test_workers_share_one_string_hash_seed() -> None:
+    """A set of strings iterates in the same order in every worker (PYTHONHASHSEED=0 for all):
+    what AZR's determinism check (two calls in ONE process) cannot see. The expected order is
+    the host interpreter's with the same seed; a random seed gives another order for the
+    20-string set with probability ~1 (and for the 5-string one, the brief's, most of the time)."""
+    import subprocess
+
+    code = ("print(list({'a', 'b', 'c', 'd', 'e'}))\n"
+            "print(list({str(i) * 3 for i in range(20)}))\n"
+            "print(hash('abc'))")
+    seeded = subprocess.run([sys.executable, "-c", code], env={"PYTHONHASHSEED": "0"},
+                            capture_output=True, text=True, check=True).stdout
+    outputs = []
+    for _ in range(2):  # two pools: two workers started apart, each with its own interpreter
+        with SandboxPool(size=1, limits=TEST_LIMITS) as pool:
+            result = pool.run(code)
+            assert result.ok, result
+            outputs.append(result.stdout)
+    assert outputs == [seeded, seeded]
