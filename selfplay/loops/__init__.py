@@ -26,6 +26,7 @@ LOOPS: dict[str, str] = {
     "spiral": "selfplay.loops.spiral:SpiralLoop",
     "agent0": "selfplay.loops.agent0:Agent0Loop",
     "spice": "selfplay.loops.spice:SpiceLoop",
+    "cure": "selfplay.loops.cure:CureLoop",
 }
 
 
