@@ -96,6 +96,13 @@ PROMPTS = {
     # Agent0 code_io: a whole program and input; the model's tokens follow it
     "coder.yaml": {"name": "coder", "user": "Write a function.",
                    "prefill": "```python\ndef f(x):\n    return x * 2\n```\nInput: 3\n\n# "},
+    # CURE: a whole program (right for `double`, wrong for `square`) whose line the model's
+    # tokens continue, and a started test whose output the model's tokens finish
+    "cure_coder.yaml": {"name": "cure_coder", "user": "{{ problem }}",
+                        "prefill": "```python\nn = int(input())\nprint(2 * n)  # "},
+    "cure_tester.yaml": {"name": "cure_tester",
+                         "user": "{{ problem }} {{ example_input }} {{ example_output }}",
+                         "prefill": "Input:\n```\n3\n```\nOutput:\n```\n6"},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -201,6 +208,18 @@ def experiments(folder: Path) -> dict[str, dict]:
                 "tool": {"max_tool_turns": 1, "max_observation_tokens": 16, "pool_size": 1},
             },
         },
+        "cure": {
+            **TINY,
+            "loop": "cure",
+            "train": {"steps": 2, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
+            # REINFORCE: the random model's programs and tests do alike within a problem, so
+            # CURE's standardised advantages would all be 0 (tests/test_cure.py checks those)
+            "advantage": {"estimator": "reinforce"},
+            "roles": {"coder": {"prompt": p["cure_coder.yaml"]},
+                      "tester": {"prompt": p["cure_tester.yaml"]}},
+            "cure": {"order": "file", "max_problems": 2, "problems_per_step": 2, "codes": 3,
+                     "tests": 3, "max_gt_tests": 2, "time_limit_s": 1.0, "pool_size": 1},
+        },
     }
 
 
@@ -286,7 +305,7 @@ def same_value(expected, actual, numeric: bool) -> bool:
     return expected == actual
 
 
-@pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io"])
+@pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io", "cure"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}

@@ -58,7 +58,7 @@ class CureLoop(Loop):
         super().__init__(config)
         s: CureSettings = self.settings
         self.source = Path(s.problems) if s.problems else DEFAULT_PROBLEMS
-        self.problems = load_problems(self.source)
+        self.problems = load_problems(self.source)[: s.max_problems]
         check_references(self.problems, str(self.source), s.time_limit_s, s.pool_size)
         self.tool = ToolSandbox(ToolSettings(wall_s=s.time_limit_s, pool_size=s.pool_size))
         self.queue: list[int] = []  # indices of the problems left in this pass over the file

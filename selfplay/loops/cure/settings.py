@@ -18,6 +18,7 @@ class CureSettings(LoopSettings):
     # a JSONL file of problems (curricula/unit_tests.py: id, statement, reference, tests);
     # None: the problems shipped with the package (curricula/data/cure_problems.jsonl)
     problems: InputFile | None = None
+    max_problems: int | None = Field(None, ge=1)  # only the file's first N problems (None: all)
     problems_per_step: int = Field(4, ge=1)
     order: Literal["shuffle", "file"] = "shuffle"  # file: in the file's order (easy first)
     codes: int = Field(16, ge=2)  # n programs per problem (the released code's k_code)
