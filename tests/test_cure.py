@@ -236,3 +236,19 @@ def test_the_run_page_draws_the_loops_metrics_in_their_own_section(tmp_path) -> 
                                       ["cure/runs", "40.000", "44.000", 2]]
     other = other_metrics_section(run)  # drawn once: the loop's keys are not "other" metrics
     assert "sync (1)" in other.lines[0] and "cure" not in other.lines[0]
+
+
+@pytest.mark.parametrize("settings, expected", [
+    # shares of W = {P1, P2}: U0 rejects one of two, U1 both; U2 and U3 let none through
+    ({"reward_form": "code"}, [0.5, 1.0, 0.0, 0.0]),
+    # only U1 rejects every wrong program; no wrong test lets one through
+    ({"reward_form": "code", "post_stage": True}, [0.0, 1.0, 0.0, 0.0]),
+])
+def test_the_reward_settings_reach_the_step(tmp_path, settings: dict, expected: list) -> None:
+    problems = write_problems(tmp_path / "problems.jsonl", [SUM])
+    loop = make_loop(validate(cure_config(tmp_path, problems, **settings), "test"))
+    try:
+        collected = asyncio.run(loop.collect(BatchingPolicy(CureScript()), 0))
+    finally:
+        loop.close()
+    assert [e.rewards["tester"] for e in collected.episodes if "tester" in e.rewards] == expected
