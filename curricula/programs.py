@@ -38,6 +38,9 @@ BANNED: tuple[str, ...] = (
 # the top-level statements a program may have beside its one function: imports, constants and
 # a docstring (a call such as ``print(f(3))`` is the proposal's input, which the parser removes)
 _ALLOWED_TOP = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.Expr)
+DEDUCTION, ABDUCTION, INDUCTION = "deduction", "abduction", "induction"  # the task modes
+# what the solver of each mode gives (``tasks.jsonl``'s ``answer_type``)
+ANSWER_TYPES = {DEDUCTION: "code_output", ABDUCTION: "code_input", INDUCTION: "code_program"}
 MARK = "@@programs@@"  # the line the sandbox code prints its results on
 IDENTITY = "def f(a):\n    return a"  # the paper's seed program, on the input "Hello world"
 SEED_INPUT = "'Hello world'"
@@ -214,6 +217,14 @@ def equal_code(gold: str, predicted: str) -> str:
     )
 
 
+def answer_code(mode: str, program: str, output: str, answer: str) -> str:
+    """Code printing whether ``answer`` solves a deduction (``eval(output) ==
+    eval(answer)``) or an abduction (``f(answer) == output``) task."""
+    if mode == DEDUCTION:
+        return equal_code(output, answer)
+    return match_code(program, [(answer, output)])
+
+
 def read_results(stdout: str) -> list | None:
     """What a ``*_code`` program printed after ``MARK`` (None: it never got there)."""
     for line in reversed(stdout.splitlines()):
@@ -233,6 +244,47 @@ def literal_equal(gold: str, predicted: str) -> bool | None:
         return bool(ast.literal_eval(gold) == ast.literal_eval(predicted))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
+
+
+def spelled_equal(gold: str, predicted: str) -> bool:
+    """Lenient deduction (small models): ``predicted`` is the text ``str(gold)`` prints, as
+    when a model answers ``Hello world`` for the string ``'Hello world'``. Honest: the same
+    value, written without its quotes. In process (``ast.literal_eval`` of the gold only)."""
+    try:
+        value = ast.literal_eval(gold)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return predicted.strip() == str(value)
+
+
+def lenient_inputs(answer: str, banned: tuple[str, ...] = BANNED) -> list[str]:
+    """Lenient abduction: the input as written (when it is a call's arguments), and, unless it
+    is already a quoted string, the string it spells (``Hello world`` → ``'Hello world'``):
+    the task passes when either gives the output. Strict mode reads it as written only."""
+    given = answer_input(answer)
+    found = [] if check_arguments(given, banned) else [given]
+    quoted = isinstance(_literal(given), str)
+    return found if quoted or not given else [*found, repr(given)]
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def function_only(code: str) -> str:
+    """Lenient induction (small models): the program up to the end of its first function, the
+    top-level lines the model wrote after it (``print(f(5))``, ``f(1) == 1``, a closing fence,
+    prose) dropped; what came before it (imports, constants) kept."""
+    lines = code.splitlines()
+    start = next((k for k, line in enumerate(lines) if line.startswith("def ")), None)
+    if start is None:
+        return code
+    end = next((k for k in range(start + 1, len(lines))
+                if lines[k].strip() and not lines[k].startswith((" ", "\t"))), len(lines))
+    return "\n".join(lines[:end]).rstrip()
 
 
 # ------------------------------------------------------------------ parsing replies
@@ -368,18 +420,18 @@ def parse_inputs_message(text: str, require_message: bool = True) -> Parsed:
 
 def parse_answer(text: str, lenient: bool = False) -> str | None:
     """The answer of a solver reply. Strict (the released code's format): the content of
-    ``<answer>…</answer>`` after ``<think>…</think>``. Lenient (small models): the last closed
-    ``<answer>…</answer>``, else an unclosed ``<answer>`` up to the end of its line."""
+    ``<answer>…</answer>`` after ``<think>…</think>``. Lenient (small models): the FIRST
+    ``<answer>``, up to its ``</answer>`` or the end of its line, whichever comes first. The
+    first, because a small model whose reply starts with ``<answer>`` answers there and then
+    goes on to invent more examples with answers of their own."""
     if not lenient:
         found = _THINK_ANSWER.search(text)
         return found.group(1).strip() if found else None
-    closed = _ANSWER.findall(text)
-    if closed:
-        return closed[-1].strip()
-    start = text.rfind("<answer>")
+    start = text.find("<answer>")
     if start < 0:
         return None
-    answer = text[start + len("<answer>"):].strip().split("\n", 1)[0].strip()
+    answer = text[start + len("<answer>"):].lstrip()
+    answer = answer.split("</answer>", 1)[0].split("\n", 1)[0].strip()
     return answer or None
 
 
@@ -391,13 +443,13 @@ def answer_program(answer: str) -> str:
 
 def parse_program_answer(text: str, lenient: bool = False) -> str | None:
     """The program of an induction solver's reply: inside the answer (strict); lenient, the
-    last closed answer, else a ```python block, else the text from ``def`` on."""
+    first closed answer, else a ```python block, else the text from ``def`` on."""
     if not lenient:
         answer = parse_answer(text)
         return (answer_program(answer) or None) if answer is not None else None
     closed = _ANSWER.findall(text)
     if closed:
-        return answer_program(closed[-1]) or None
+        return answer_program(closed[0]) or None
     block = _BLOCK.search(text)
     if block and "def " in block.group(1):
         return block.group(1).strip("\n")

@@ -4,8 +4,9 @@ like to be a task, and how an executor's answer to it is checked.
 - ``qa``: a question and the proposer's own answer (``parse_qa``); the executor's answers are
   pseudo-labelled by self-consistency (``curricula.consistency``).
 - ``code_io`` (Absolute Zero style): a Python function ``f`` and an input (``parse_code_io``); the
-  sandbox runs it for the gold output (``run_program_code``) and checks an executor's predicted
-  output (deduction) or input (abduction) by running it (``check_code``).
+  sandbox runs it for the gold output and checks an executor's predicted output (deduction) or
+  input (abduction) by running it, with the machinery AZR uses (``curricula/programs.py``:
+  ``run_code``, ``answer_code``).
 
 Pure text processing: the sandbox runs what these functions write.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from curricula import programs
 from curricula.answers import last_boxed
 
 
@@ -60,68 +62,26 @@ def parse_qa(text: str) -> Proposal:
     return Proposal(text, True, "qa", question, answer, answer_type)
 
 
-_CODE_BLOCK = re.compile(r"```(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
-_INPUT_LINE = re.compile(r"^[ \t]*Input:[ \t]*(.+?)[ \t]*$", re.M)
-_CALL = re.compile(r"f\((?P<args>.*)\)")
-
-
-def _call_args(line: str) -> str | None:
-    """The arguments of ``f(…)`` or ``print(f(…))`` on one line, else None."""
-    line = line.strip()
-    if line.startswith("print(") and line.endswith(")"):
-        line = line[len("print(") : -1].strip()
-    match = _CALL.fullmatch(line)
-    return match.group("args") if match else None
-
-
 def parse_code_io(text: str) -> Proposal:
-    """A ```python block defining ``f`` and an input: an ``Input:`` line after the block, or
-    the block's first top-level call ``f(…)`` / ``print(f(…))`` (the program is then the lines
-    before it). Small models write the call far more often than the line (docs/agent0.md)."""
-    block = _CODE_BLOCK.search(text)
-    if block is None or "def f(" not in block.group(1):
+    """A ```python block defining ``f`` and an input, read by the program machinery AZR uses
+    (``programs.parse_program_input``): an ```input block or an ``Input:`` line after the
+    block, else the first top-level call ``f(…)`` / ``print(f(…))`` (the program is then the
+    lines before it). Small models write the call far more often than the line
+    (docs/agent0.md). Agent0's own rule beside it: the function must be named ``f``; AZR's
+    one-function rule and ban list do not apply (docs/agent0.md#executor-verified-tasks)."""
+    parsed = programs.parse_program_input(text)
+    if parsed.program is None or "def f(" not in parsed.program:
         return Proposal(text, False, "code_io", why_invalid="no program defining f")
-    lines = block.group(1).rstrip().splitlines()
-    given = _INPUT_LINE.search(text[block.end() :])
-    if given:
-        argument = given.group(1).strip()
-        argument = _call_args(argument) or argument
-    else:
-        calls = [
-            (index, args)
-            for index, line in enumerate(lines)
-            if not line.startswith((" ", "\t")) and (args := _call_args(line)) is not None
-        ]
-        if not calls:
-            return Proposal(text, False, "code_io", why_invalid="no input")
-        index, argument = calls[0]
-        lines = lines[:index]
-    program = "\n".join(lines).rstrip()
-    if not argument.strip():
-        return Proposal(text, False, "code_io", program=program, why_invalid="empty input")
-    return Proposal(text, True, "code_io", program=program, input=argument.strip())
-
-
-def run_program_code(program: str, argument: str) -> str:
-    """Code printing repr(f(input)); the value must survive eval(repr(·)) to be checkable."""
-    return (
-        f"{program}\n_value = f({argument})\n"
-        "assert eval(repr(_value)) == _value, 'output not comparable'\n"
-        "print(repr(_value))"
-    )
-
-
-def check_code(proposal: Proposal, predicted: str) -> str:
-    """Code printing True when ``predicted`` solves the task (run in the sandbox: it is model
-    text)."""
-    if proposal.mode == "deduction":
-        return f"print(({predicted}) == ({proposal.output}))"
-    return f"{proposal.program}\nprint(f({predicted}) == ({proposal.output}))"
+    if not parsed.ok:
+        return Proposal(text, False, "code_io", program=parsed.program, why_invalid=parsed.why)
+    return Proposal(text, True, "code_io", program=parsed.program, input=parsed.inputs[0])
 
 
 def code_question(proposal: Proposal) -> str:
+    """The task as the executor reads it: predict the output (deduction) or give an input
+    (abduction)."""
     program = f"```python\n{proposal.program}\n```"
-    if proposal.mode == "deduction":
+    if proposal.mode == programs.DEDUCTION:
         return f"{program}\nWhat does f({proposal.input}) return?"
     return f"{program}\nGive an input x such that f(x) returns {proposal.output}."
 

@@ -362,6 +362,7 @@ def test_code_io_tasks_are_grounded_and_checked_by_execution(tmp_path):
     import asyncio
     import dataclasses
 
+    from curricula import programs
     from curricula.proposals import parse_code_io
     from selfplay.engines.policy import BatchingPolicy
     from selfplay.loops.agent0 import Agent0Loop
@@ -391,6 +392,17 @@ def test_code_io_tasks_are_grounded_and_checked_by_execution(tmp_path):
         broken = "```python\ndef f(x):\n    return y\nprint(f(1))\n```"
         failing = await code_io.ground(policy, parse_code_io(broken))
         assert not failing.valid and failing.why_invalid == "program failed"
+        # AZR's machinery with Agent0's validity: a helper function and a module on AZR's ban
+        # list are accepted; the program's own prints are neither the gold output nor a verdict
+        helper = (
+            "```python\nimport time\ndef g(x):\n    return x + 1\ndef f(x):\n"
+            "    print('noise')\n    return g(x) * 2\nprint(f(3))\n```"
+        )
+        grounded = code_io.pose(await code_io.ground(policy, parse_code_io(helper)))
+        assert grounded.valid and grounded.output == "8"
+        assert programs.check_program(grounded.program).why.startswith("2 function definitions")
+        assert await code_io.check(policy, grounded, "8")
+        assert await code_io.check(policy, dataclasses.replace(grounded, mode="abduction"), "3")
 
     try:
         asyncio.run(scenario())

@@ -90,12 +90,34 @@ def test_answers_strict_and_lenient() -> None:
     assert programs.parse_answer("<answer>3</answer>", lenient=True) == "3"
     assert programs.parse_answer("<answer> 'ab'\nmore", lenient=True) == "'ab'"
     assert programs.parse_answer("3", lenient=True) is None
+    # lenient reads the first answer: what follows is the model inventing more examples
+    assert programs.parse_answer("<answer>1</answer>\n<answer>2</answer>", lenient=True) == "1"
+    assert programs.parse_answer("<answer>1\nf(2) <answer>2</answer>", lenient=True) == "1"
+    assert programs.parse_answer("<answer>\n'a'\n</answer>", lenient=True) == "'a'"
     assert programs.answer_input("f(2, 'x')") == "2, 'x'"
     code = "```python\ndef f(a):\n    return a\n```"
     assert programs.parse_program_answer(f"<think>t</think><answer>{code}</answer>") == (
         "def f(a):\n    return a")
     assert programs.parse_program_answer(code, lenient=True) == "def f(a):\n    return a"
     assert programs.parse_program_answer(code) is None
+
+
+def test_lenient_readings_of_answers() -> None:
+    # deduction: the text str(gold) prints counts; anything else does not
+    assert programs.spelled_equal("'Hello world'", "Hello world")
+    assert programs.spelled_equal("'2'", " 2 ")  # the string '2', written bare
+    assert not programs.spelled_equal("'Hello world'", "hello world")
+    assert not programs.spelled_equal("'Hello world'", "Hello world.")
+    assert not programs.spelled_equal("[1, 2]", "1, 2")
+    # abduction: as written (when it parses) and the string it spells (unless quoted)
+    assert programs.lenient_inputs("Hello world") == ["'Hello world'"]
+    assert programs.lenient_inputs("2") == ["2", "'2'"]
+    assert programs.lenient_inputs("f('ab')") == ["'ab'"]
+    assert programs.lenient_inputs("import os") == ["'import os'"]  # a string, never code
+    # induction: the first function, without the top-level lines written after it
+    reply = "import math\ndef f(v):\n    return v + 1\n\nprint(f(5))\n```\nThis adds one"
+    assert programs.function_only(reply) == "import math\ndef f(v):\n    return v + 1"
+    assert programs.function_only("no function") == "no function"
 
 
 # ------------------------------------------------------------------ the real sandbox
@@ -213,3 +235,33 @@ def test_induction_proposal_runs_every_input(checker) -> None:
     short = asyncio.run(checker.propose(_Caller(), INDUCTION, "<message>m</message>\nInput: 1",
                                         source))
     assert short.outcome == "wrong" and short.why == "1 of 4 inputs run"
+
+
+@pytest.fixture(scope="module")
+def lenient_checker():
+    settings = AzrSettings(induction_inputs=4, induction_shown=2, lenient=True,
+                           sandbox=ToolSettings(wall_s=2.0, pool_size=1))
+    made = Checker(settings)
+    yield made
+    made.close()
+
+
+def test_lenient_judging_only_in_the_lenient_checker(checker, lenient_checker) -> None:
+    """An unquoted string counts only when lenient; a wrong value never does."""
+    think = "<think>t</think>"
+    identity = "def f(a):\n    return a"
+    deduction = Task(DEDUCTION, identity, ["'Hello world'"], ["'Hello world'"])
+    assert judge(lenient_checker, deduction, "<answer>Hello world</answer>") == "passed"
+    assert judge(lenient_checker, deduction, "<answer>Hello</answer>") == "wrong"
+    assert judge(checker, deduction, f"{think}<answer>Hello world</answer>") == "wrong"
+    abduction = Task(ABDUCTION, identity, ["'Hello world'"], ["'Hello world'"])
+    assert judge(lenient_checker, abduction, "<answer>Hello world</answer>") == "passed"
+    assert judge(checker, abduction, f"{think}<answer>Hello world</answer>") == "wrong"
+    numbers = Task(ABDUCTION, "def f(a):\n    return a % 5", ["7"], ["2"])
+    assert judge(lenient_checker, numbers, "<answer>12</answer>") == "passed"  # as written
+    assert judge(lenient_checker, numbers, "<answer>3</answer>") == "wrong"  # 3 and '3' fail
+    induction = Task(INDUCTION, "def f(a):\n    return a + 1", ["1", "2", "3", "4"],
+                     ["2", "3", "4", "5"], "adds", shown=2)
+    trailing = "```python\ndef f(x):\n    return x + 1\n\nprint(f(5))  # 6"
+    assert judge(lenient_checker, induction, trailing) == "passed"
+    assert judge(checker, induction, f"{think}<answer>{trailing}```</answer>") == "wrong"

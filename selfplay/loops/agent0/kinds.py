@@ -4,8 +4,9 @@ answers to it are scored, and how one answer is judged in the executor phase.
 - ``QaTasks``: a question with the proposer's answer; the executor's answers are
   pseudo-labelled by self-consistency (ỹ, p̂), and the proposer's answer only says whether it
   agrees with ỹ.
-- ``CodeIoTasks`` (Absolute Zero style): a program and an input; the sandbox runs it twice for
-  the gold output, and every executor answer is checked by running it (no pseudo-labels).
+- ``CodeIoTasks`` (Absolute Zero style): a program and an input; the sandbox runs ``f(input)``
+  twice in one process for the gold output, and every executor answer is checked by running
+  it (no pseudo-labels). The program machinery is AZR's (``curricula/programs.py``).
 """
 
 from __future__ import annotations
@@ -14,19 +15,15 @@ import dataclasses
 import random
 from dataclasses import dataclass, field
 
+from curricula import programs
 from curricula.answers import answers_equal
 from curricula.consistency import consensus
-from curricula.proposals import (
-    Proposal,
-    check_code,
-    code_question,
-    parse_code_io,
-    parse_qa,
-    run_program_code,
-)
+from curricula.proposals import Proposal, code_question, parse_code_io, parse_qa
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.engines.tools import ToolSandbox
 from selfplay.types import Turn
+
+MAX_OUTPUT_CHARS = 200  # a longer gold output makes a code_io task invalid
 
 
 @dataclass
@@ -99,18 +96,17 @@ class CodeIoTasks:
         return await self.ground(policy, proposal) if proposal.valid else proposal
 
     async def ground(self, policy: BatchingPolicy, proposal: Proposal) -> Proposal:
-        """Run the program twice: valid when both runs succeed with the same output (which
-        ``pose`` then turns into a question)."""
-        code = run_program_code(proposal.program, proposal.input)
-        first = await self.tool.run(policy, code)
-        second = await self.tool.run(policy, code)
-        output = first.stdout.strip()
-        if not (first.ok and second.ok) or output != second.stdout.strip() or not output:
-            why = "not deterministic" if first.ok and second.ok else "program failed"
+        """Run ``f(input)`` twice in one sandbox process (``programs.run_code``): valid when
+        both calls give the same output that ``eval(repr(·))`` gives back, at most
+        ``MAX_OUTPUT_CHARS`` long (``pose`` then turns it into a question)."""
+        code = programs.run_code(proposal.program, [proposal.input], MAX_OUTPUT_CHARS)
+        result = await self.tool.run(policy, code)
+        found = programs.read_results(result.stdout) if result.ok else None
+        if not found or not found[0].get("ok"):
+            error = found[0].get("error") if found else None
+            why = error if error in ("not deterministic", "output too long") else "program failed"
             return dataclasses.replace(proposal, valid=False, why_invalid=why)
-        if len(output) > 200:
-            return dataclasses.replace(proposal, valid=False, why_invalid="output too long")
-        return dataclasses.replace(proposal, output=output)
+        return dataclasses.replace(proposal, output=found[0]["output"])
 
     def pose(self, proposal: Proposal) -> Proposal:
         """Ask a grounded program for its output (deduction) or an input giving it
@@ -120,21 +116,29 @@ class CodeIoTasks:
         if not proposal.valid:
             return proposal
         mode = self.rng.choice(self.modes)
-        deduction = mode == "deduction"
+        deduction = mode == programs.DEDUCTION
         posed = dataclasses.replace(
             proposal,
             mode=mode,
             answer=proposal.output if deduction else proposal.input,
-            answer_type="code_output" if deduction else "code_input",
+            answer_type=programs.ANSWER_TYPES[mode],
         )
         posed.question = code_question(posed)
         return posed
 
     async def check(self, policy: BatchingPolicy, proposal: Proposal, answer: str | None) -> bool:
+        """Deduction: ``eval(gold) == eval(answer)`` (in process when both are literals);
+        abduction: ``f(answer) == gold`` in the sandbox, the answer read as written."""
         if answer is None:
             return False
-        result = await self.tool.run(policy, check_code(proposal, answer))
-        return result.ok and result.stdout.strip() == "True"
+        if proposal.mode == programs.DEDUCTION:
+            same = programs.literal_equal(proposal.output, answer)
+            if same is not None:
+                return same
+        code = programs.answer_code(proposal.mode, proposal.program, proposal.output, answer)
+        result = await self.tool.run(policy, code)
+        found = programs.read_results(result.stdout) if result.ok else None
+        return bool(found) and all(found)
 
     def score(self, proposal: Proposal, solves: list[Solve]) -> ScoredTask:
         p_hat = sum(bool(s.correct) for s in solves) / len(solves)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from curricula.azr_rewards import mean_accuracy
-from selfplay.loops.azr.tasks import ANSWER_TYPES, Judged, Proposed, Task
+from curricula.programs import ANSWER_TYPES
+from selfplay.loops.azr.tasks import Judged, Proposed, Task
 from selfplay.types import TaskRow, Turn
 
 

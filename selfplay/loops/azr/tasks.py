@@ -12,10 +12,8 @@ from typing import Any
 
 from curricula import programs
 from curricula.azr_rewards import Outcome
+from curricula.programs import ABDUCTION, DEDUCTION, INDUCTION
 from selfplay.engines.tools import ToolSandbox
-
-DEDUCTION, ABDUCTION, INDUCTION = "deduction", "abduction", "induction"
-ANSWER_TYPES = {DEDUCTION: "code_output", ABDUCTION: "code_input", INDUCTION: "code_program"}
 
 
 @dataclass
@@ -193,21 +191,34 @@ class Checker:
         return Judged("passed" if await self._passes(policy, task, answer) else "wrong", answer)
 
     async def _passes(self, policy, task: Task, answer: str) -> bool:
+        lenient = self.s.lenient  # the small-model readings: docs/azr.md#lenient-answers
         if task.mode == DEDUCTION:  # eval(gold) == eval(answer)
+            if lenient and programs.spelled_equal(task.outputs[0], answer):
+                return True
             same = programs.literal_equal(task.outputs[0], answer)
             if same is not None:
                 return same
             found, _ = await self.results(policy, programs.equal_code(task.outputs[0], answer))
             return bool(found) and all(found)
-        if task.mode == ABDUCTION:  # f(answer) == gold output
-            given = programs.answer_input(answer)
-            if programs.check_arguments(given, self.banned):
-                return False
-            pairs, program = [(given, task.outputs[0])], task.program
-        else:  # the answer's program on every held-out pair
-            checked = programs.check_program(answer, self.banned)
-            if not checked.ok:
-                return False
-            pairs, program = task.pairs(held_out=True), checked.program
-        found, _ = await self.results(policy, programs.match_code(program, pairs))
+        if task.mode == ABDUCTION:  # f(answer) == gold output, for any one reading of it
+            return await self._abduction(policy, task, answer)
+        # induction: the answer's program on every held-out pair
+        checked = programs.check_program(
+            programs.function_only(answer) if lenient else answer, self.banned)
+        if not checked.ok:
+            return False
+        pairs = task.pairs(held_out=True)
+        found, _ = await self.results(policy, programs.match_code(checked.program, pairs))
         return bool(found) and len(found) == len(pairs) and all(found)
+
+    async def _abduction(self, policy, task: Task, answer: str) -> bool:
+        if self.s.lenient:
+            inputs = programs.lenient_inputs(answer, self.banned)
+        else:
+            given = programs.answer_input(answer)
+            inputs = [] if programs.check_arguments(given, self.banned) else [given]
+        if not inputs:
+            return False
+        pairs = [(given, task.outputs[0]) for given in inputs]
+        found, _ = await self.results(policy, programs.match_code(task.program, pairs))
+        return bool(found) and len(found) == len(pairs) and any(found)
