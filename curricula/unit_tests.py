@@ -23,7 +23,6 @@ they differ only on problems where every program passes every ground-truth test.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from selfplay.core.errors import UserError
+from selfplay.core.jsonl import read_rows
 
 # the problems shipped with the package: easy ones first, expected outputs written by hand
 DEFAULT_PROBLEMS = Path(__file__).parent / "data" / "cure_problems.jsonl"
@@ -71,14 +71,10 @@ def load_problems(path: str | Path) -> list[Problem]:
     ``tests``: a non-empty list of ``{"input", "output"}``); anything malformed is one line
     naming the file, the line and the field."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"cure.problems: no file {path}")
     problems: list[Problem] = []
     seen: set[str] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        problem = parse_problem(line, f"{path}:{number}")
+    for number, row in read_rows(path, "cure.problems file"):
+        problem = parse_problem(row, f"{path}:{number}")
         if problem.id in seen:
             raise UserError(f"{path}:{number}: duplicate problem id {problem.id!r}")
         seen.add(problem.id)
@@ -88,14 +84,8 @@ def load_problems(path: str | Path) -> list[Problem]:
     return problems
 
 
-def parse_problem(line: str, where: str) -> Problem:
-    """One line of a problem file; ``where`` is ``file:line`` for the error."""
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{where}: not a JSON object ({exc.msg})") from None
-    if not isinstance(row, dict):
-        raise UserError(f"{where}: not a JSON object")
+def parse_problem(row: dict, where: str) -> Problem:
+    """One row of a problem file; ``where`` is ``file:line`` for the error."""
     for field in REQUIRED:
         if field not in row:
             raise UserError(f"{where}: missing field `{field}`")

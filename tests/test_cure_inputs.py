@@ -35,7 +35,7 @@ def rows_file(tmp_path: Path, rows: list) -> Path:
     (dict(SUM, tests=[]), "problems.jsonl:2: field `tests` must be a non-empty list"),
     (dict(SUM, tests=[{"input": "1 2\n"}]), "problems.jsonl:2: field `tests[0]` must be"),
     (dict(SUM, statement=""), "problems.jsonl:2: field `statement` must be a non-empty string"),
-    ("{not json", "problems.jsonl:2: not a JSON object"),
+    ("{not json", "problems.jsonl:2: not JSON"),
     (dict(SUM), "problems.jsonl:2: duplicate problem id 'sum-two'"),
 ])
 def test_a_malformed_row_is_one_line_naming_the_file_line_and_field(tmp_path, row, message):
@@ -46,7 +46,7 @@ def test_a_malformed_row_is_one_line_naming_the_file_line_and_field(tmp_path, ro
 
 
 def test_a_missing_or_empty_file_is_one_line(tmp_path) -> None:
-    with pytest.raises(UserError, match="cure.problems: no file"):
+    with pytest.raises(UserError, match="cure.problems file .* does not exist"):
         load_problems(tmp_path / "absent.jsonl")
     with pytest.raises(UserError, match="holds no problem"):
         load_problems(rows_file(tmp_path, [""]))

@@ -24,7 +24,6 @@ Every problem of every step is a row of ``tasks.jsonl``; metrics are in ``record
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from pathlib import Path
 
 from curricula.unit_tests import (
@@ -41,6 +40,7 @@ from selfplay.loops.base import Loop, LoopSpec
 from selfplay.loops.cure.execution import check_references, reference_agrees, run_matrix
 from selfplay.loops.cure.records import Played, coder_info, step_metrics, task_row, tester_info
 from selfplay.loops.cure.settings import CureSettings
+from selfplay.rl.advantages import group_relative_samples
 from selfplay.types import Collected, Completion, Episode, Request, Sample
 
 CODER, TESTER = "coder", "tester"
@@ -157,17 +157,8 @@ class CureLoop(Loop):
         advantage 0, which the runner drops and counts. Another estimator: the base's."""
         if self.config.advantage.estimator != "auto":
             return super().samples(episodes)
-        groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
-        for episode in episodes:
-            for role in episode.rewards:
-                groups[(episode.group_id, role)].append(episode)
-        samples = []
-        for (group_id, role), members in groups.items():
-            advantages = standardise([e.rewards[role] for e in members]) or [0.0] * len(members)
-            for episode, advantage in zip(members, advantages, strict=True):
-                samples += [Sample(turn, advantage, group_id, info={"env": episode.env})
-                            for turn in episode.turns if turn.role == role]
-        return samples
+        return group_relative_samples(
+            episodes, advantages_of=lambda rewards: standardise(rewards) or [0.0] * len(rewards))
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> dict:
