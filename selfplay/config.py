@@ -144,6 +144,9 @@ class RoleConfig(Strict):
     prompt: RolePromptRef  # a YAML file name in roles/prompts (without .yaml) or a path
     adapter: Literal["shared", "own"] = "shared"
     temperature: float | None = Field(None, ge=0)  # None: sampling.temperature
+    # false: the role plays and is rewarded but never trains (its samples reach no learner
+    # step): an ablation of one role's training, e.g. AZR's proposers or CURE's tester
+    train: bool = True
 
     def adapter_name(self, role: str) -> str:
         return role if self.adapter == "own" else "shared"

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from selfplay.analysis.metric_sections import claimed, loop_sections
+from selfplay.analysis.metric_sections import claimed, loop_section
 from selfplay.core.errors import UserError
 from selfplay.loops import load_experiment, make_loop
 from selfplay.loops.azr.tasks import ABDUCTION, DEDUCTION, Buffers, Task
@@ -59,18 +59,20 @@ def test_seed_buffers_hold_the_identity_on_hello_world() -> None:
 
 
 def test_azr_metrics_get_their_own_section() -> None:
-    run = SimpleNamespace(metrics=[
+    rows = [
         {"step": 0, "azr/deduction/valid_rate": 0.5, "azr/induction/learnability": 0.25,
          "azr/seed/deduction/valid_rate": 0.2, "reward/solve_deduction": -0.5},
         {"step": 1, "azr/deduction/valid_rate": 0.75, "azr/induction/learnability": 0.5},
-    ])
-    (section,) = loop_sections(run)
-    assert section.anchor == "azr"
-    titles = [plot.title for plot in section.plots]
-    assert any("deduction" in t for t in titles) and any("induction" in t for t in titles)
-    assert any("seed" in t for t in titles)
-    assert claimed("azr/deduction/valid_rate")  # not again under "other metrics"
-    assert loop_sections(SimpleNamespace(metrics=[{"step": 0, "reward/x": 1.0}])) == []
+    ]
+    section = loop_section(SimpleNamespace(loop="azr", training_rows=rows))
+    (table,) = section.tables
+    keys = {row[0] for row in table.rows}
+    assert keys == {"azr/deduction/valid_rate", "azr/induction/learnability",
+                    "azr/seed/deduction/valid_rate"}  # the loop's keys, and only those
+    first_last = {row[0]: (row[1], row[2]) for row in table.rows}
+    assert first_last["azr/deduction/valid_rate"] == ("0.500", "0.750")
+    assert claimed("azr/deduction/valid_rate", "azr")  # not again under "other metrics"
+    assert not claimed("azr/deduction/valid_rate", "cure")
 
 
 def test_gpu_experiment_fits_8_gpus() -> None:

@@ -109,6 +109,13 @@ PROMPTS = {
                          "prefill": "<answer>3</answer>"},
     "azr_solve_f.yaml": {"name": "azr_solve_f", "user": "{{ pairs }} {{ message }}",
                          "prefill": "```python\ndef f(x):\n    return x * 2\n```"},
+    # CURE: a whole program (right for `double`, wrong for `square`) whose line the model's
+    # tokens continue, and a started test whose output the model's tokens finish
+    "cure_coder.yaml": {"name": "cure_coder", "user": "{{ problem }}",
+                        "prefill": "```python\nn = int(input())\nprint(2 * n)  # "},
+    "cure_tester.yaml": {"name": "cure_tester",
+                         "user": "{{ problem }} {{ example_input }} {{ example_output }}",
+                         "prefill": "Input:\n```\n3\n```\nOutput:\n```\n6"},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -233,6 +240,18 @@ def experiments(folder: Path) -> dict[str, dict]:
                 "sandbox": {"wall_s": 5.0, "pool_size": 1},
             },
         },
+        "cure": {
+            **TINY,
+            "loop": "cure",
+            "train": {"steps": 2, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
+            # REINFORCE: the random model's programs and tests do alike within a problem, so
+            # CURE's standardised advantages would all be 0 (tests/test_cure.py checks those)
+            "advantage": {"estimator": "reinforce"},
+            "roles": {"coder": {"prompt": p["cure_coder.yaml"]},
+                      "tester": {"prompt": p["cure_tester.yaml"]}},
+            "cure": {"order": "file", "max_problems": 2, "problems_per_step": 2, "codes": 3,
+                     "tests": 3, "max_gt_tests": 2, "time_limit_s": 1.0, "pool_size": 1},
+        },
     }
 
 
@@ -319,7 +338,7 @@ def same_value(expected, actual, numeric: bool) -> bool:
 
 
 @pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
-                                  "azr"])
+                                  "azr", "cure"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}

@@ -66,3 +66,21 @@ def test_wandb_offline_by_default(tmp_path, tiny_model_path, monkeypatch):
     offline = list((run_dir / "wandb").glob("offline-run-*"))
     assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
     assert (run_dir / "wandb-id").read_text().strip() in offline[0].name
+
+
+def test_a_role_that_does_not_train_plays_is_rewarded_and_keeps_its_weights(
+        tmp_path, tiny_model_path):
+    data = tiny_config(tmp_path, train={"steps": 2, "lr": 5e-2})
+    data["roles"] = {"solver": {"prompt": "solver_terse", "adapter": "own", "train": False}}
+    config = validate(data, "test")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    world = build(config, run_dir, resume=False)
+    world.loop.grade = varied_grade  # varied rewards: non-zero advantages, were it trained
+    before = world.learner.adapter_weights("solver")
+    rows = run(world, 0)
+    after = world.learner.adapter_weights("solver")
+    assert all(torch.equal(before[k], after[k]) for k in before)  # nothing reached the learner
+    steps = [r for r in rows if not r.get("final")]
+    assert all(r["train/samples"] == 0 for r in steps)
+    assert any("reward/solver" in r for r in steps)  # it still played and was rewarded

@@ -28,34 +28,6 @@ PANELS = [
 ]
 
 
-# loops whose metrics get a section of their own, by key prefix: (prefix, anchor, title, what
-# the section shows); the keys are drawn per their second word (the mode, the phase)
-LOOP_SECTIONS = [
-    ("azr/", "azr", "Absolute Zero (AZR)",
-     "per task mode (deduction, abduction, induction): proposal format and validity rates, the "
-     "fresh solvers' r̄ and learnability, the training solves' accuracy, the buffers; "
-     "azr/seed/ is the seeding before the first step (docs/azr.md)"),
-]
-
-
-def loop_sections(run: RunData) -> list[Section]:
-    """A section per ``LOOP_SECTIONS`` prefix the run logged, one panel per second word."""
-    sections = []
-    for prefix, anchor, title, what in LOOP_SECTIONS:
-        series = numeric_series(run.metrics, (prefix,))
-        if not series:
-            continue
-        section = Section(title, anchor)
-        section.lines.append(f"{len(series)} `{prefix}` keys: {what}.")
-        groups: dict[str, dict[str, list[tuple]]] = defaultdict(dict)
-        for key, points in series.items():
-            groups[key[len(prefix):].split("/", 1)[0]][key] = points
-        for group, members in sorted(groups.items()):
-            _metric_plots(section, members, f"{anchor}-{group}", f"{title}: {group}", anchor)
-        sections.append(section)
-    return sections
-
-
 def training_section(run: RunData) -> Section:
     section = Section("Training curves", "training")
     rows = run.metrics
@@ -87,10 +59,30 @@ def _metric_plots(section: Section, series: dict[str, list[tuple]], panel: str, 
                               titles.describe(key)[1] or key, {titles.describe(key)[0]: points}))
 
 
-def claimed(key: str) -> bool:
-    """A metric key a known section draws (the training panels, pseudo-label accuracy)."""
+def claimed(key: str, loop: str = "") -> bool:
+    """A metric key a known section draws (the training panels, pseudo-label accuracy, the
+    loop's own section)."""
     return key.startswith(tuple(p for _, prefixes, _ in PANELS for p in prefixes)) or (
-        "pseudo_label_accuracy" in key) or key.startswith(tuple(p for p, *_ in LOOP_SECTIONS))
+        "pseudo_label_accuracy" in key) or bool(loop and key.startswith(f"{loop}/"))
+
+
+def loop_section(run: RunData) -> Section:
+    """The keys the run's loop logs under its own name (``cure/code_accuracy`` for
+    ``loop: cure``): their rates in one plot, every other key in its own, and a table of each
+    key's first and last value."""
+    name = run.loop
+    section = Section(f"{name} metrics ({name}/...)", "loop-metrics")
+    series = numeric_series(run.training_rows, (f"{name}/",))
+    if not series:
+        section.lines.append(f"no {name}/ keys in metrics.jsonl.")
+        return section
+    _metric_plots(section, series, f"loop-{re.sub(r'[^a-zA-Z0-9]+', '-', name)}",
+                  name, "loop")
+    section.tables.append(Table(
+        f"{name}/ keys: first and last step", ["key", "first", "last", "steps"],
+        [[key, fmt(points[0][1]), fmt(points[-1][1]), len(points)]
+         for key, points in series.items()]))
+    return section
 
 
 def other_metrics_section(run: RunData) -> Section:
@@ -98,7 +90,7 @@ def other_metrics_section(run: RunData) -> Section:
     the curriculum's, sync and staleness; grouped by their first word."""
     section = Section("Other metrics (logged by the loop)", "other-metrics")
     series = {k: v for k, v in numeric_series(run.metrics, ("",)).items()
-              if k not in ("step", "time", "final") and not claimed(k)}
+              if k not in ("step", "time", "final") and not claimed(k, run.loop)}
     if not series:
         section.lines.append("no other metrics: every key in metrics.jsonl is drawn above.")
         return section

@@ -29,7 +29,7 @@ from selfplay.analysis.game_sections import (
 from selfplay.analysis.metric_sections import (
     compute_section,
     evaluations_section,
-    loop_sections,
+    loop_section,
     other_metrics_section,
     score_key,
     training_section,
@@ -249,7 +249,6 @@ def build_sections(run: RunData, options: Options | None = None) -> list[Section
     options = options or Options()
     return [
         training_section(run),
-        *loop_sections(run),
         difficulty_section(run),
         validity_section(run),
         diversity_section(run, options),
@@ -258,6 +257,7 @@ def build_sections(run: RunData, options: Options | None = None) -> list[Section
         exploitability_section(run),
         transcripts_section(run),
         responses_section(run),
+        loop_section(run),
         other_metrics_section(run),
         compute_section(run),
         evaluations_section(run),

@@ -43,6 +43,7 @@ TITLES: dict[str, tuple[str, str]] = {
     "game/response_chars": ("Reply length", "characters"),
     "eval/accuracy": ("Held-out accuracy", "share of problems"),
     "curriculum/": ("Curriculum", ""),
+    "cure/": ("CURE", ""),
     "challenger/": ("Challenger", ""),
     "azr/": ("AZR", ""),
     "reasoner/accuracy": ("Reasoner accuracy", "share of answers"),

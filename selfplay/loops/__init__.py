@@ -27,6 +27,7 @@ LOOPS: dict[str, str] = {
     "agent0": "selfplay.loops.agent0:Agent0Loop",
     "spice": "selfplay.loops.spice:SpiceLoop",
     "azr": "selfplay.loops.azr:AzrLoop",
+    "cure": "selfplay.loops.cure:CureLoop",
 }
 
 

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from selfplay.types import Episode, Sample
@@ -88,16 +88,22 @@ def _role_turns(episode: Episode, role: str):
     return [turn for turn in episode.turns if turn.role == role]
 
 
-def group_relative_samples(episodes: Iterable[Episode], mode: GroupMode) -> list[Sample]:
+def group_relative_samples(
+    episodes: Iterable[Episode],
+    mode: GroupMode = "grpo",
+    advantages_of: Callable[[list[float]], list[float]] | None = None,
+) -> list[Sample]:
     """Every turn of role p in an episode gets that episode's advantage for p, computed against
-    the other episodes of the same (group_id, role)."""
+    the other episodes of the same (group_id, role): by ``mode``, or by a loop's own
+    ``advantages_of`` (CURE's standardisation)."""
     groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
     for episode in episodes:
         for role in episode.rewards:
             groups[(episode.group_id, role)].append(episode)
     samples = []
     for (group_id, role), members in groups.items():
-        advantages = group_advantages([e.rewards[role] for e in members], mode)
+        rewards = [e.rewards[role] for e in members]
+        advantages = advantages_of(rewards) if advantages_of else group_advantages(rewards, mode)
         for episode, advantage in zip(members, advantages, strict=True):
             samples += [
                 _sample(turn, advantage, group_id, episode) for turn in _role_turns(episode, role)

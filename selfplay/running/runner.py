@@ -37,6 +37,7 @@ from selfplay.running.tracking import RunLogger, console, episode_metrics, read_
 from selfplay.training.base import Learner
 from selfplay.training.make import make_learner
 from selfplay.training.sync import Probe, WeightSync, choose_transport, default_tolerance
+from selfplay.types import Sample
 
 
 def build_engine(config: ExperimentConfig, model_path: Path) -> Engine:
@@ -161,7 +162,7 @@ def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
     # write: episodes, task rows and the loop's files, on disk before anything trains on them
     world.logger.write_collected(number, rollout.collected)
     # advantages: per role, by the loop's estimator; zero advantages carry no gradient
-    samples = world.loop.samples(rollout.collected.episodes)
+    samples = trained_roles(world.loop.samples(rollout.collected.episodes), world.config)
     kept = drop_zero_advantage(samples)
     staleness = [world.learner.version - s.turn.policy_version for s in samples]
     # learn: one optimizer update (an engine that shares the GPU sleeps meanwhile)
@@ -186,6 +187,13 @@ def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
         world.checkpointer.save(number + 1, checkpoint_state(world), world.learner)
         world.loop.save_artifacts(world.run_dir)  # e.g. curriculum/tasks.csv
     return metrics
+
+
+def trained_roles(samples: list[Sample], config: ExperimentConfig) -> list[Sample]:
+    """The samples of roles that train (``roles.<role>.train``, default true); a role that
+    does not still played and was rewarded, and its advantages were computed with the rest."""
+    frozen = {role for role, spec in config.roles.items() if not spec.train}
+    return [s for s in samples if s.turn.role not in frozen] if frozen else samples
 
 
 def step_metrics(
