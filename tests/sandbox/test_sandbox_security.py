@@ -470,6 +470,50 @@ def test_files_of_a_call_are_gone_next_call(pool: SandboxPool) -> None:
     assert r.stdout == "False []\n"
 
 
+# A process that outlives its call in the two ways the kernel allows: a clone(CLONE_PARENT)
+# sibling (a direct child of the worker from the start) and a double-forked orphan (re-parented
+# to the worker). Each writes into /tmp after the call has been cleaned up, unless it was killed.
+OUTLIVERS = {
+    "clone-parent-sibling": (
+        "import ctypes, os, platform, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "nr = 56 if platform.machine() == 'x86_64' else 220  # clone\n"
+        "if libc.syscall(nr, 0x8000 | 17, 0, 0, 0, 0) == 0:  # CLONE_PARENT | SIGCHLD\n"
+        "    print('sibling of', os.getppid(), flush=True)\n"
+        "    time.sleep(0.5)\n    open('/tmp/late', 'w').write('x')\n    os._exit(0)\n"
+        "time.sleep(0.2)\nprint('child of', os.getppid())\n"
+    ),
+    "double-fork-orphan": (
+        "import os, time\nif os.fork() == 0:\n    if os.fork() == 0:\n"
+        "        time.sleep(0.5)\n        open('/tmp/late', 'w').write('x')\n"
+        "    os._exit(0)\nos.wait()\nprint('parent done')\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", OUTLIVERS)
+def test_a_process_outliving_its_call_is_killed_though_clean_calls_skip_the_sweep(
+    host: Host, name: str
+) -> None:
+    """The worker skips the leftover sweep only when it has no child left (Worker.has_children).
+
+    A process that outlived its call is the worker's child either way, so it must still be
+    killed before the call returns, and must not write into the next call's /tmp.
+    """
+    with SandboxPool(size=1, limits=TEST_LIMITS) as pool:
+        clean = pool.run("print(1)")  # the fast path: nothing outlived this call
+        assert clean.stdout == "1\n" and sandbox_processes() == []
+        r = pool.run(OUTLIVERS[name])
+        assert r.ok, r
+        if name == "clone-parent-sibling":  # it really was the worker's child, not the call's
+            lines = dict(line.rsplit(" ", 1) for line in r.stdout.splitlines())
+            assert lines["sibling of"] == lines["child of"], r.stdout
+        assert sandbox_processes() == [], "a process of the call outlived it"
+        time.sleep(0.7)  # past the moment it would have written /tmp/late
+        after = pool.run("import os; print(sorted(os.listdir('/tmp')), os.listdir('.'))")
+        assert after.stdout == "['sbx-run'] []\n", after
+
+
 def test_sessions_cannot_touch_each_other(host: Host) -> None:
     """As root, every session runs as its own uid: kill(-1) in one cannot reach another."""
     pool = SandboxPool(size=1, limits=TEST_LIMITS)
