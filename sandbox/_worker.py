@@ -17,6 +17,7 @@ Protocol on fds 0/1 (the worker keeps private duplicates): 4-byte big-endian len
 
 from __future__ import annotations
 
+import _signal
 import builtins
 import contextlib
 import io
@@ -38,6 +39,10 @@ DRAIN_S = 0.1  # how long to wait for pipe EOF once the code's processes are dea
 RUN_DIR = "sbx-run"
 SESSION_DIR = "sbx-s"
 UID_SLOTS = 256  # uids uid_base .. uid_base + UID_SLOTS - 1 belong to this worker
+RESET_SIGNALS = tuple(
+    int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGUSR1)
+)
+SIG_DFL = int(signal.SIG_DFL)
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -265,8 +270,10 @@ def std_streams() -> None:
 def set_limit(which: int, soft: float, hard: float | None = None) -> None:
     soft = int(soft)
     hard = soft if hard is None else int(hard)
-    with contextlib.suppress(ValueError, OSError):
+    try:  # noqa: SIM105 - not contextlib.suppress: an object less per limit, per forked child
         resource.setrlimit(which, (soft, hard))
+    except (ValueError, OSError):
+        pass
 
 
 def become(uid: int | None, workdir: str, keep_fds: tuple[int, ...]) -> None:
@@ -290,8 +297,10 @@ def become(uid: int | None, workdir: str, keep_fds: tuple[int, ...]) -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     os.chdir(workdir)
     os.environ["HOME"] = os.environ["TMPDIR"] = workdir
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGUSR1):
-        signal.signal(sig, signal.SIG_DFL)
+    # _signal.signal with plain ints: the same sigaction as signal.signal, without its enum
+    # conversions (which cost a forked child ~0.1 ms of copy-on-write faults).
+    for sig in RESET_SIGNALS:
+        _signal.signal(sig, SIG_DFL)
     sys.argv = ["-c"]
 
 
@@ -545,8 +554,11 @@ class Worker:
 
     def prepare_dir(self, name: str, uid) -> str:
         path = os.path.join(self.tmp_root, name)
-        self.remove(path)
-        os.mkdir(path, 0o700)
+        try:
+            os.mkdir(path, 0o700)  # the usual case: clean_tmp removed it after the last call
+        except FileExistsError:
+            self.remove(path)
+            os.mkdir(path, 0o700)
         if uid is not None:
             os.chown(path, uid, uid)
         return path
@@ -560,6 +572,11 @@ class Worker:
             except OSError:
                 pass
 
+        try:
+            os.rmdir(path)  # an empty directory, what most calls leave: one syscall
+            return
+        except OSError:  # not empty, not a directory (a link to one too), gone: the long way
+            pass
         if os.path.islink(path) or os.path.isfile(path):
             with contextlib.suppress(OSError):
                 os.unlink(path)

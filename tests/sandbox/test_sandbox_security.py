@@ -514,6 +514,31 @@ def test_a_process_outliving_its_call_is_killed_though_clean_calls_skip_the_swee
         assert after.stdout == "['sbx-run'] []\n", after
 
 
+LEFT_IN_TMP = {
+    "empty-subfolder": "import os; os.mkdir('sub')",
+    "locked-subfolder": "import os; os.mkdir('sub'); open('sub/f', 'w'); os.chmod('sub', 0)",
+    "cwd-replaced-by-link": (
+        "import os; os.chdir('/tmp'); os.rmdir('sbx-run'); os.mkdir('x'); open('x/f', 'w')\n"
+        "os.symlink('/tmp/x', '/tmp/sbx-run')"
+    ),
+    "cwd-made-world-writable": "import os; os.chmod('.', 0o777)",
+}
+
+
+@pytest.mark.parametrize("name", LEFT_IN_TMP)
+def test_next_call_gets_a_fresh_private_empty_folder(host: Host, name: str) -> None:
+    """The temp reset takes one rmdir when a call left its folder empty; anything else left
+    (a folder, a link in its place, its permissions changed) still gets the full clean-up."""
+    with SandboxPool(size=1, limits=TEST_LIMITS) as pool:
+        assert pool.run(LEFT_IN_TMP[name]).ok
+        r = pool.run(
+            "import os\nst = os.lstat(os.getcwd())\n"
+            "print(os.path.islink(os.getcwd()), sorted(os.listdir('/tmp')), os.listdir('.'),"
+            " oct(st.st_mode & 0o777), st.st_uid == os.getuid())"
+        )
+        assert r.stdout == "False ['sbx-run'] [] 0o700 True\n", r
+
+
 def test_sessions_cannot_touch_each_other(host: Host) -> None:
     """As root, every session runs as its own uid: kill(-1) in one cannot reach another."""
     pool = SandboxPool(size=1, limits=TEST_LIMITS)
