@@ -5,14 +5,15 @@ concurrency, same run: the ratio is what the pool buys the AZR loop (goal >= 10x
 
 from __future__ import annotations
 
-import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from curricula.programs import read_results, run_code
 from sandbox.once import run_once
 from sandbox.pool import SandboxPool
-from sandbox.types import SandboxLimits
+from sandbox.types import ExecResult, SandboxLimits
+from selfplay.bench.sandbox import measure, runs_table
 
 # programs of the kind a proposer writes: (program, input, expected output repr)
 PROGRAMS = [
@@ -27,53 +28,34 @@ PROGRAMS = [
 ]
 
 
-def _checks(count: int) -> list[tuple[str, str]]:
-    """``count`` checking programs (cycling through PROGRAMS) with their expected output."""
+def _checks(run: Callable[[str], ExecResult], count: int) -> list[Callable[[], bool]]:
+    """``count`` checks (cycling through PROGRAMS), each one sandbox call through ``run``, True
+    when it printed the expected output."""
+
+    def check(code: str, expected: str) -> bool:
+        found = read_results(run(code).stdout)
+        return bool(found) and found[0].get("output") == expected
+
     picked = [PROGRAMS[i % len(PROGRAMS)] for i in range(count)]
-    return [(run_code(program, [argument]), expected) for program, argument, expected in picked]
-
-
-def _measure(run, checks: list[tuple[str, str]], concurrency: int) -> dict[str, float]:
-    def one(check: tuple[str, str]) -> bool:
-        found = read_results(run(check[0]).stdout)
-        return bool(found) and found[0].get("output") == check[1]
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=concurrency) as executor:
-        ok = list(executor.map(one, checks))
-    wall = time.perf_counter() - start
-    return {"programs": len(checks), "failures": ok.count(False), "wall_s": wall,
-            "programs_per_s": len(checks) / wall}
+    return [partial(check, run_code(program, [argument]), expected)
+            for program, argument, expected in picked]
 
 
 def bench_azr(programs: int = 200, pool_size: int = 2, baseline: int = 40,
               console: Any = None) -> dict[str, Any]:
     """Programs checked per second: warm pool vs one fresh interpreter per program."""
+    from rich.console import Console
+
     limits = SandboxLimits(wall_s=10.0, cpu_s=10.0)
     with SandboxPool(size=pool_size, limits=limits) as pool:
-        for code, _ in _checks(2 * pool_size):  # warm-up
-            pool.run(code)
-        pooled = _measure(pool.run, _checks(programs), pool_size)
+        for check in _checks(pool.run, 2 * pool_size):  # warm-up
+            check()
+        pooled = measure(_checks(pool.run, programs), pool_size)
         isolated = pool.isolated
-    fresh = _measure(lambda code: run_once(code, limits), _checks(baseline), pool_size)
+    fresh = measure(_checks(lambda code: run_once(code, limits), baseline), pool_size)
     report = {"isolated": isolated, "pool_size": pool_size, "pool": pooled, "fresh": fresh,
-              "speedup": pooled["programs_per_s"] / fresh["programs_per_s"]}
-    _print(report, console)
-    return report
-
-
-def _print(report: dict[str, Any], console: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+              "speedup": pooled["calls_per_s"] / fresh["calls_per_s"]}
     console = console or Console()
-    mode = "bubblewrap" if report["isolated"] else "fallback (reduced isolation)"
-    table = Table(title=f"AZR program checking ({mode}, concurrency {report['pool_size']})")
-    for column in ("runner", "programs", "failures", "programs/s"):
-        table.add_column(column, justify="right" if column != "runner" else "left")
-    for name, key in (("warm pool", "pool"), ("fresh process (run_once)", "fresh")):
-        row = report[key]
-        table.add_row(name, str(row["programs"]), str(row["failures"]),
-                      f"{row['programs_per_s']:.1f}")
-    console.print(table)
+    console.print(runs_table(report, "AZR program checking"))
     console.print(f"ratio [bold]{report['speedup']:.1f}x[/bold] (goal: >= 10x)")
+    return report

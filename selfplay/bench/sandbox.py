@@ -26,25 +26,44 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def _measure(call: Callable[[], ExecResult], calls: int, concurrency: int) -> dict[str, float]:
-    def timed(_: int) -> tuple[float, bool]:
+def measure(calls: list[Callable[[], bool]], concurrency: int) -> dict[str, float]:
+    """Run ``calls`` (each one sandbox call, True when its output was the expected one),
+    ``concurrency`` at a time: throughput, failures and latency percentiles."""
+
+    def timed(call: Callable[[], bool]) -> tuple[float, bool]:
         start = time.perf_counter()
-        result = call()
-        return time.perf_counter() - start, result.stdout == EXPECTED
+        ok = call()
+        return time.perf_counter() - start, ok
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=concurrency) as executor:
-        samples = list(executor.map(timed, range(calls)))
+        samples = list(executor.map(timed, calls))
     wall = time.perf_counter() - start
     latencies = [s for s, _ in samples]
     return {
-        "calls": calls,
+        "calls": len(calls),
         "failures": sum(1 for _, ok in samples if not ok),
         "wall_s": wall,
-        "calls_per_s": calls / wall,
+        "calls_per_s": len(calls) / wall,
         "p50_ms": 1000 * statistics.median(latencies),
         "p99_ms": 1000 * _percentile(latencies, 0.99),
     }
+
+
+def runs_table(report: dict[str, Any], title: str):
+    """The warm pool's and the fresh processes' rows of ``report`` as a rich table."""
+    from rich.table import Table
+
+    mode = "bubblewrap" if report["isolated"] else "fallback (reduced isolation)"
+    table = Table(title=f"{title} ({mode}, concurrency {report['pool_size']})")
+    for column in ("runner", "calls", "failures", "calls/s", "p50 ms", "p99 ms"):
+        table.add_column(column, justify="right" if column != "runner" else "left")
+    for name, key in (("warm pool", "pool"), ("fresh process (run_once)", "fresh")):
+        row = report[key]
+        table.add_row(name, str(row["calls"]), str(row["failures"]),
+                      f"{row['calls_per_s']:.1f}", f"{row['p50_ms']:.1f}",
+                      f"{row['p99_ms']:.1f}")
+    return table
 
 
 def run_benchmark(
@@ -60,10 +79,11 @@ def run_benchmark(
         startup = time.perf_counter() - started
         for _ in range(2 * pool_size):  # warm-up
             pool.run(BENCH_CODE)
-        pooled = _measure(lambda: pool.run(BENCH_CODE), calls, pool_size)
+        pooled = measure([_bench_call(pool.run)] * calls, pool_size)
         isolated = pool.isolated
     pooled["startup_s"] = startup
-    fresh = _measure(lambda: run_once(BENCH_CODE, limits), baseline_calls or calls, pool_size)
+    fresh = measure([_bench_call(lambda code: run_once(code, limits))] * (baseline_calls or calls),
+                    pool_size)
     report = {
         "isolated": isolated,
         "pool_size": pool_size,
@@ -76,26 +96,15 @@ def run_benchmark(
     return report
 
 
+def _bench_call(run: Callable[[str], ExecResult]) -> Callable[[], bool]:
+    return lambda: run(BENCH_CODE).stdout == EXPECTED
+
+
 def _print_table(report: dict[str, Any], console: Any) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = console or Console()
-    mode = "bubblewrap" if report["isolated"] else "fallback (reduced isolation)"
-    table = Table(title=f"sandbox benchmark ({mode}, concurrency {report['pool_size']})")
-    for column in ("runner", "calls", "failures", "calls/s", "p50 ms", "p99 ms"):
-        table.add_column(column, justify="right" if column != "runner" else "left")
-    for name, key in (("warm pool", "pool"), ("fresh process (run_once)", "fresh")):
-        row = report[key]
-        table.add_row(
-            name,
-            str(row["calls"]),
-            str(row["failures"]),
-            f"{row['calls_per_s']:.1f}",
-            f"{row['p50_ms']:.1f}",
-            f"{row['p99_ms']:.1f}",
-        )
-    console.print(table)
+    console.print(runs_table(report, "sandbox benchmark"))
     console.print(
         f"pool startup {report['pool']['startup_s']:.2f} s; "
         f"throughput ratio [bold]{report['speedup']:.1f}x[/bold], "
