@@ -29,6 +29,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from selfplay.bench.ranks import group_samples, learner_experiment
+
 GIB = 2**30
 # a GRPO group per step; SELFPLAY_BENCH_GPU_BATCH="16,8,4,2" shrinks it for a CPU dry run
 PROMPT, COMPLETION, SEQUENCES, MICRO = (
@@ -69,33 +71,14 @@ def build_model(shape: str, folder: Path, tokenizer_dir: Path) -> Path:
 
 
 def experiment(model: Path, finetune: str, ranks: int):
-    from selfplay.loops import validate
-
-    return validate({
-        "name": f"gpu-{finetune}", "loop": "rlvr", "model": {"path": str(model),
-                                                            "dtype": "bfloat16"},
-        "sampling": {"max_new_tokens": COMPLETION},
-        "train": {"finetune": finetune, "micro_batch_size": MICRO, "lr": 1e-5,
-                  "parallel": {"ranks": ranks}, "lora": {"r": 16, "alpha": 32}},
-        "roles": {"solver": {"prompt": "solver_terse"}},
-        "rlvr": {"tasks": [{"name": "chain_sum"}]},
-    }, "bench")
+    return learner_experiment(str(model), finetune, ranks, micro=MICRO, completion=COMPLETION,
+                              dtype="bfloat16", lr=1e-5)
 
 
 def samples(vocab: int, seed: int = 0):
-    import torch
-
-    from selfplay.types import Sample, Turn
-
-    generator = torch.Generator().manual_seed(seed)
-    prompt = torch.randint(100, min(vocab, 49152) - 1, (PROMPT,), generator=generator).tolist()
-    out = []
-    for i in range(SEQUENCES):
-        completion = torch.randint(100, min(vocab, 49152) - 1, (COMPLETION,),
-                                   generator=generator).tolist()
-        out.append(Sample(Turn("r", prompt, completion, [-1.0] * COMPLETION, [1] * COMPLETION,
-                               ""), advantage=(i % 3) - 1.0, group_id="g"))
-    return out
+    """The step's batch; token ids below the embedded tokenizer's 49,152 (the shapes with a
+    larger vocabulary share its tokenizer)."""
+    return group_samples(min(vocab, 49152), PROMPT, COMPLETION, SEQUENCES, seed)
 
 
 def _planned(model: Path, finetune: str, ranks: int) -> float:

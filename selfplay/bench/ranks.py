@@ -24,32 +24,39 @@ PROMPT, COMPLETION, SEQUENCES = 48, 16, 8  # a GRPO-shaped batch: 8 completions 
 MICRO = 4  # sequences per micro-batch: one rank runs two after another, two ranks one each
 
 
-def _experiment(model: str, finetune: str, ranks: int):
-    """The experiment config the plan reads (the learner's shape, batch and dtype)."""
+def learner_experiment(model: str, finetune: str, ranks: int, *, micro: int = MICRO,
+                       completion: int = COMPLETION, dtype: str | None = None,
+                       lr: float = 1e-4):
+    """The experiment config a learner benchmark's plan reads (the learner's shape, batch and
+    dtype; the loop is a placeholder the learner never sees)."""
     from selfplay.loops import validate
 
+    model_section = {"path": model} | ({"dtype": dtype} if dtype else {})
     return validate({
-        "name": f"bench-{finetune}", "loop": "rlvr", "model": {"path": model},
-        "sampling": {"max_new_tokens": COMPLETION},
-        "train": {"finetune": finetune, "micro_batch_size": MICRO, "lr": 1e-4,
+        "name": f"bench-{finetune}", "loop": "rlvr", "model": model_section,
+        "sampling": {"max_new_tokens": completion},
+        "train": {"finetune": finetune, "micro_batch_size": micro, "lr": lr,
                   "parallel": {"ranks": ranks}, "lora": {"r": 16, "alpha": 32}},
         "roles": {"solver": {"prompt": "solver_terse"}},
         "rlvr": {"tasks": [{"name": "chain_sum"}]},
     }, "bench")
 
 
-def _samples(vocab: int):
+def group_samples(high: int, prompt: int = PROMPT, completion: int = COMPLETION,
+                  sequences: int = SEQUENCES, seed: int = 0):
+    """A GRPO-shaped batch: ``sequences`` random completions of one random prompt, token ids
+    in [100, high − 1), advantages −1, 0, 1 in turn."""
     import torch
 
     from selfplay.types import Sample, Turn
 
-    generator = torch.Generator().manual_seed(0)
-    prompt = torch.randint(100, vocab - 1, (PROMPT,), generator=generator).tolist()
+    generator = torch.Generator().manual_seed(seed)
+    prompt_ids = torch.randint(100, high - 1, (prompt,), generator=generator).tolist()
     out = []
-    for i in range(SEQUENCES):
-        completion = torch.randint(100, vocab - 1, (COMPLETION,), generator=generator).tolist()
-        out.append(Sample(Turn("r", prompt, completion, [-1.0] * COMPLETION, [1] * COMPLETION,
-                               ""), advantage=(i % 3) - 1.0, group_id="g"))
+    for i in range(sequences):
+        ids = torch.randint(100, high - 1, (completion,), generator=generator).tolist()
+        out.append(Sample(Turn("r", prompt_ids, ids, [-1.0] * completion, [1] * completion, ""),
+                          advantage=(i % 3) - 1.0, group_id="g"))
     return out
 
 
@@ -67,10 +74,10 @@ def one_rank(model: str, finetune: str, steps: int) -> dict:
     from selfplay.training.learner import LocalLearner
     from selfplay.training.rank_worker import MemoryWatch
 
-    config = _experiment(model, finetune, 1)
+    config = learner_experiment(model, finetune, 1)
     watch = MemoryWatch()
     learner = LocalLearner(resolve_model_path(model), _settings(config), config.adapters())
-    samples = _samples(learner.model.config.vocab_size)
+    samples = group_samples(learner.model.config.vocab_size)
     learner.step(samples)  # warm-up
     start = time.perf_counter()
     for _ in range(steps):
@@ -84,14 +91,14 @@ def n_ranks(model: str, finetune: str, ranks: int, steps: int) -> dict:
     from selfplay.training.rank_worker import ParallelSettings
     from selfplay.training.sharded import ShardedLearner
 
-    config = _experiment(model, finetune, ranks)
+    config = learner_experiment(model, finetune, ranks)
     learner = ShardedLearner(resolve_model_path(model), _settings(config), config.adapters(),
                              ParallelSettings(ranks=ranks))
     try:
         from transformers import AutoConfig
 
         vocab = AutoConfig.from_pretrained(resolve_model_path(model)).vocab_size
-        samples = _samples(vocab)
+        samples = group_samples(vocab)
         learner.step(samples)
         start = time.perf_counter()
         for _ in range(steps):
@@ -123,7 +130,7 @@ def bench_ranks(model: str = "embedded", ranks: int = 2, steps: int = 2,
             call = (f"one_rank({model!r}, {finetune!r}, {steps})" if count == 1
                     else f"n_ranks({model!r}, {finetune!r}, {count}, {steps})")
             measured = _fresh(call)
-            predicted = plan(_experiment(model, finetune, count), prompt_tokens=PROMPT)
+            predicted = plan(learner_experiment(model, finetune, count), prompt_tokens=PROMPT)
             rows.append({"finetune": finetune, "ranks": count, "seconds": measured["seconds"],
                          "peak": max(measured["peaks"]), "planned": predicted.learner_peak})
     table = Table(title=f"learner on {model}: {SEQUENCES} sequences of {PROMPT}+{COMPLETION} "
