@@ -8,12 +8,10 @@ import asyncio
 
 import pytest
 
-pytest.importorskip("pyspiel")
-
-from selfplay.core.errors import UserError  # noqa: E402
-from selfplay.engines.policy import BatchingPolicy  # noqa: E402
-from selfplay.loops.spiral import SpiralLoop  # noqa: E402
-from tests.test_spiral import ScriptedEngine, collect, first_legal, spiral_config  # noqa: E402
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.loops.spiral import SpiralLoop
+from tests.test_spiral import ScriptedEngine, collect, first_legal, spiral_config
 
 
 def test_a_bot_as_training_opponent_trains_only_the_policy_seat(tmp_path):

@@ -9,16 +9,14 @@ import math
 
 import pytest
 
-pytest.importorskip("pyspiel")
-
-from games import legal_actions_from_text  # noqa: E402
-from selfplay.core.errors import UserError  # noqa: E402
-from selfplay.engines.policy import BatchingPolicy  # noqa: E402
-from selfplay.loops import validate  # noqa: E402
-from selfplay.loops.spiral import SpiralLoop, strategy  # noqa: E402
-from selfplay.stats.exploitability import exploitability, information_states, load  # noqa: E402
-from tests.conftest import tiny_config  # noqa: E402
-from tests.scripted import ScriptedEngine  # noqa: E402
+from games import legal_actions_from_text
+from selfplay.core.errors import UserError
+from selfplay.engines.policy import BatchingPolicy
+from selfplay.loops import validate
+from selfplay.loops.spiral import SpiralLoop, strategy
+from selfplay.stats.exploitability import exploitability, information_states, load
+from tests.conftest import tiny_config
+from tests.scripted import ScriptedEngine
 
 KUHN_ONE_ROUND = {"id": "kuhn_poker", "kwargs": {"rounds": 1}}
 

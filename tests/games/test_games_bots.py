@@ -4,18 +4,15 @@ games; their moves are legal, they play as strong as they should, and a game a b
 
 from __future__ import annotations
 
+import pyspiel
 import pytest
+from open_spiel.python.algorithms import minimax
 
-pytest.importorskip("pyspiel")
-
-import pyspiel  # noqa: E402
-from open_spiel.python.algorithms import minimax  # noqa: E402
-
-import games  # noqa: E402
-from games import RandomOpponent, bots  # noqa: E402
-from games.kuhn_poker import KuhnPoker  # noqa: E402
-from games.kuhn_poker import to_openspiel as kuhn_to_openspiel  # noqa: E402
-from games.tictactoe import to_openspiel as tictactoe_to_openspiel  # noqa: E402
+import games
+from games import RandomOpponent, bots
+from games.kuhn_poker import KuhnPoker
+from games.kuhn_poker import to_openspiel as kuhn_to_openspiel
+from games.tictactoe import to_openspiel as tictactoe_to_openspiel
 
 PLAYABLE = [  # (bot, game id, game kwargs)
     ("mcts:50", "openspiel:tic_tac_toe", {}),
