@@ -165,19 +165,16 @@ def stage_sharded(model: Path, finetune: str, steps: int = 3) -> dict:
     """Under torchrun: FSDP2 on NCCL, one rank per GPU; checkpoint round trip."""
     from transformers import AutoConfig
 
-    from selfplay.training import sharded
     from selfplay.training.make import learner_settings, parallel_settings
+    from selfplay.training.placement import TorchrunRanks
     from selfplay.training.sharded import ShardedLearner
 
     # torchrun with one process: the runner would take the one-process learner; here the FSDP2
     # ranks' code runs on the one GPU there is (NCCL, fully_shard, mixed precision, DCP)
     config = experiment(model, finetune, 1)
     parallel = parallel_settings(config)
-    chooser, sharded.launched_by_torchrun = sharded.launched_by_torchrun, lambda: True
-    try:
-        learner = ShardedLearner(model, learner_settings(config), config.adapters(), parallel)
-    finally:
-        sharded.launched_by_torchrun = chooser  # a test's process goes on to other learners
+    learner = ShardedLearner(model, learner_settings(config), config.adapters(), parallel,
+                             where=TorchrunRanks)
     try:
         batch = samples(AutoConfig.from_pretrained(model).vocab_size)
         first, seconds = _timed_steps(learner, batch, steps)

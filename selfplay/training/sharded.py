@@ -60,7 +60,10 @@ class ShardedLearner(Learner):
         settings: LearnerSettings,
         adapters: list[str] | None,
         parallel: ParallelSettings,
+        where: type[RayRanks] | type[TorchrunRanks] | None = None,
     ) -> None:
+        """``where``: the ranks' kind (None: torchrun's processes when torchrun started this
+        one with several, else Ray actors)."""
         if parallel.strategy not in STRATEGIES:
             raise UserError(f"train.parallel.strategy {parallel.strategy!r} is not one of "
                             f"{', '.join(STRATEGIES)}")
@@ -68,7 +71,7 @@ class ShardedLearner(Learner):
         self.settings = replace(settings, share_prefix=False)
         self.adapters = list(adapters or []) if settings.lora else []
         self.ranks = parallel.ranks
-        where = TorchrunRanks if launched_by_torchrun() else RayRanks
+        where = where or (TorchrunRanks if launched_by_torchrun() else RayRanks)
         self.group = where(model_path, self.settings, self.adapters, parallel)
         torch.set_rng_state(self._all("ready")[0])
         self.version = 0
