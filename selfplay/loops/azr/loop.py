@@ -77,7 +77,7 @@ class AzrLoop(Loop):
         self.checker = Checker(s)
         self.buffers = Buffers(s.buffer_cap)
         for mode in (DEDUCTION, ABDUCTION):
-            self.buffers.add(seed_task() if mode == DEDUCTION else _as(seed_task(), mode))
+            self.buffers.add(seed_task(mode))
         self.seeded = False
 
     def close(self) -> None:
@@ -214,8 +214,3 @@ class AzrLoop(Loop):
         super().load_state_dict(state)
         self.buffers.load_state_dict(state["buffers"])
         self.seeded = state["seeded"]
-
-
-def _as(task: Task, mode: str) -> Task:
-    task.mode = mode
-    return task

@@ -60,9 +60,9 @@ class Task:
         return f"```python\n{self.program}\n```\nInput: {self.inputs[0]}\nOutput: {self.outputs[0]}"
 
 
-def seed_task() -> Task:
-    """The paper's seed: the identity ``f(a) = a`` on "Hello world"."""
-    return Task(DEDUCTION, programs.IDENTITY, [programs.SEED_INPUT], [programs.SEED_INPUT],
+def seed_task(mode: str = DEDUCTION) -> Task:
+    """The paper's seed: the identity ``f(a) = a`` on "Hello world", as a task of ``mode``."""
+    return Task(mode, programs.IDENTITY, [programs.SEED_INPUT], [programs.SEED_INPUT],
                 task_id="seed")
 
 
