@@ -116,6 +116,17 @@ PROMPTS = {
     "cure_tester.yaml": {"name": "cure_tester",
                          "user": "{{ problem }} {{ example_input }} {{ example_output }}",
                          "prefill": "Input:\n```\n3\n```\nOutput:\n```\n6"},
+    # MAE: a started question (lenient: the model's tokens finish it) and answer; the judge's
+    # reply starts with a score from the length of what it judges (1-10), and with all three
+    # score pairs when the answer's length is even, so q, d, the solver's and the judge's
+    # rewards vary and every role trains
+    "mae_propose.yaml": {"name": "mae_propose", "user": "{{ reference }}",
+                         "prefill": "<question>What is 2 +"},
+    "mae_solve.yaml": {"name": "mae_solve", "user": "{{ question }}", "prefill": "<answer>"},
+    "mae_judge.yaml": {"name": "mae_judge", "user": "{{ question }} {{ answer }}",
+                       "prefill": "<score>{{ (question ~ answer)|length % 10 + 1 }}</score>"
+                                  "{% if (answer|length) is even %}<score>1</score><score>1"
+                                  "</score>{% endif %}"},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -252,6 +263,18 @@ def experiments(folder: Path) -> dict[str, dict]:
             "cure": {"order": "file", "max_problems": 2, "problems_per_step": 2, "codes": 3,
                      "tests": 3, "max_gt_tests": 2, "time_limit_s": 1.0, "pool_size": 1},
         },
+        "mae": {
+            **TINY,
+            "loop": "mae",
+            "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "aggregation": "token-mean",
+                      "lora": {"r": 4, "alpha": 8}},
+            "roles": {"proposer": {"prompt": p["mae_propose.yaml"]},
+                      "solver": {"prompt": p["mae_solve.yaml"]},
+                      "judge": {"prompt": p["mae_judge.yaml"]}},
+            "mae": {"proposals_per_step": 2, "solves_per_step": 2, "judge_samples": 2,
+                    "difficulty_samples": 1, "judges_per_step": 6, "lenient": True,
+                    "admit_threshold": 0.5},
+        },
     }
 
 
@@ -338,7 +361,7 @@ def same_value(expected, actual, numeric: bool) -> bool:
 
 
 @pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
-                                  "azr", "cure"])
+                                  "azr", "cure", "mae"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}
