@@ -31,6 +31,7 @@ from curricula.mae_rewards import (
     extract_answer,
     extract_question,
     judge_format,
+    judge_score,
     proposer_format,
     proposer_reward,
     solver_reward,
@@ -171,7 +172,8 @@ class MaeLoop(Loop):
     def judge_episode(self, step: int, turn: Turn) -> Episode:
         return Episode(loop=self.name, env=ENV, turns=[turn],
                        rewards={JUDGE: judge_format(turn.reply)}, group_id=f"s{step}-judge",
-                       info={"step": step, "format": judge_format(turn.reply)})
+                       info={"step": step, "score": judge_score(turn.reply),
+                             "format": judge_format(turn.reply)})
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> dict:
