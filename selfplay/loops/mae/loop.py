@@ -5,7 +5,7 @@ rewards, and no verifier or data is needed but a few seed questions.
 Three roles, by default one set of weights (``adapter: shared``): ``proposer``, ``solver``,
 ``judge``. Each step:
 
-1. **Propose**: ``proposals_per_step`` replies, a share ``include_references`` of them shown a
+1. **Propose**: ``proposals_per_step`` replies, each shown with chance ``include_references`` a
    reference question drawn from the pool. A reply's question is its last
    ``<question>…</question>``; a reply without one is an invalid proposal (reward 0).
 2. **First wave** (one engine batch): ``judge_samples`` judge replies on every valid question
@@ -75,8 +75,8 @@ class MaeLoop(Loop):
 
     # ---------------------------------------------------------------- requests
     def propose_request(self) -> tuple[Request, str]:
-        """A proposer's prompt, with a reference question from the pool for a share
-        ``include_references`` of them (an empty reference otherwise)."""
+        """A proposer's prompt, shown a pool question with chance ``include_references`` (an
+        empty reference otherwise)."""
         s = self.settings
         shown = self.rng.random() < s.include_references
         reference = self.pool.sample(1, self.rng)[0] if shown else ""

@@ -22,7 +22,8 @@ class MaeSettings(LoopSettings):
     # Drawn in order: the question judgments, then the training answers', then d's.
     judges_per_step: int | None = Field(128, ge=1)
     admit_threshold: float = Field(0.7, ge=0.0, le=1.0)  # q at which a question joins the pool
-    include_references: float = Field(0.5, ge=0.0, le=1.0)  # share of propose prompts shown one
+    # the chance that a propose prompt is shown a pool question (drawn per prompt)
+    include_references: float = Field(0.5, ge=0.0, le=1.0)
     # a JSONL file of {"question": ...} rows that seeds the pool; None: the shipped
     # curricula/data/mae_questions.jsonl (twelve easy questions)
     seed_questions: InputFile | None = None
