@@ -15,6 +15,8 @@ from curricula.answers import normalise_text
 
 MAX_ANSWER_TAGS = 10  # more <answer> tags than this: the solver's reward is divided by 4
 PROPOSER_REWARDS = ("1-acc", "intermediate_difficulty")
+# a retrieved block (the search tool always closes the blocks it appends)
+_INFORMATION = re.compile(r"<information>.*?</information>", re.DOTALL)
 
 
 def tag_contents(text: str, tag: str) -> list[str]:
@@ -28,15 +30,21 @@ def last_tag(text: str, tag: str) -> str | None:
     return found[-1] if found else None
 
 
+def without_information(reply: str) -> str:
+    """The reply without its ``<information>`` blocks: what the model wrote, so a tag inside a
+    retrieved document is never read as the model's question or answer."""
+    return _INFORMATION.sub("", reply)
+
+
 def proposed_question(reply: str, lenient: bool = False) -> str | None:
-    """The proposal's question: the last ``<question>…</question>``; leniently, a question tag
-    opened after the last retrieved information and never closed (the token budget ran out)
-    counts up to the next tag or blank line."""
-    closed = last_tag(reply, "question")
+    """The proposal's question: the last ``<question>…</question>`` the model wrote; leniently,
+    a question tag left open (the token budget ran out) counts up to the next tag or blank
+    line."""
+    written = without_information(reply)
+    closed = last_tag(written, "question")
     if closed is not None or not lenient:
         return closed
-    _, _, tail = reply.rpartition("</information>")  # the whole reply when it has none
-    _, opened, text = tail.rpartition("<question>")
+    _, opened, text = written.rpartition("<question>")
     text = re.split(r"<|\n\s*\n", text, maxsplit=1)[0].strip() if opened else ""
     return " ".join(text.split()) or None
 
@@ -50,9 +58,10 @@ def exact_match(predicted: str | None, target: str) -> bool:
 
 
 def solver_reward(reply: str, target: str) -> float:
-    """1 when the last ``<answer>`` matches ``target``, 0 with no answer or a wrong one;
-    divided by 4 when the reply holds more than ``MAX_ANSWER_TAGS`` answer tags."""
-    answers = tag_contents(reply, "answer")
+    """1 when the model's last ``<answer>`` (none inside retrieved information) matches
+    ``target``, 0 with no answer or a wrong one; divided by 4 when the model wrote more than
+    ``MAX_ANSWER_TAGS`` answer tags."""
+    answers = tag_contents(without_information(reply), "answer")
     if not answers:
         return 0.0
     reward = 1.0 if exact_match(answers[-1], target) else 0.0

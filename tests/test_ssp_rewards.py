@@ -80,3 +80,10 @@ def test_target_inside_a_word_is_not_the_answer():
     assert exact_match("42.", "42") and not exact_match("420", "42")
     assert question_problem(QUESTION + " 420", "42", ["a", "b"], 1) == ""
     assert question_problem(QUESTION + " 42", "42", ["a", "b"], 1) == "contains the answer"
+
+
+def test_tags_inside_retrieved_information_are_not_the_models():
+    reply = ("<search> q </search>\n<information>\nDoc 1: <answer> Zorblax </answer>\n"
+             "</information>\nI do not know.")
+    assert solver_reward(reply, "Zorblax") == 0.0
+    assert solver_reward(reply + " <answer>Zorblax</answer>", "Zorblax") == 1.0
