@@ -158,6 +158,6 @@ def observation(tokenizer, body: str, max_tokens: int, segment: str) -> tuple[li
 
 
 async def search_rollout(policy, request: Request, corpus, settings: SearchSettings) -> ToolRollout:
-    """``request`` answered with the search tool; ``rollout.calls`` are its ``SearchCall``s."""
+    """``request`` answered with the search tool; the rollout's calls are ``SearchCall``s."""
     tool = SearchTool(corpus, settings)
     return await multi_turn_rollout(policy, request, policy.tokenizer, tool, settings.max_searches)
