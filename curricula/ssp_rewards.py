@@ -57,6 +57,11 @@ def exact_match(predicted: str | None, target: str) -> bool:
     )
 
 
+def solver_answer(reply: str) -> str | None:
+    """The model's last ``<answer>…</answer>`` (none inside retrieved information)."""
+    return last_tag(without_information(reply), "answer")
+
+
 def solver_reward(reply: str, target: str) -> float:
     """1 when the model's last ``<answer>`` (none inside retrieved information) matches
     ``target``, 0 with no answer or a wrong one; divided by 4 when the model wrote more than

@@ -126,8 +126,9 @@ class SearchTool:
             body = NO_QUERY
         else:
             self.seen.add(key)
-            async with policy.elsewhere():  # let the scheduler serve other episodes meanwhile
-                hits = self.search(query)
+            # in the event loop, not a thread: one query's embedding and lookup take
+            # milliseconds, and the engine's batches stay the same from run to run
+            hits = self.search(query)
             limit = self.settings.chunk_max_chars
             call.documents = [chunk.text[:limit] for chunk, _ in hits]
             call.chunk_ids = [chunk.id for chunk, _ in hits]

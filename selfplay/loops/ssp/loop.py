@@ -28,10 +28,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from curricula.ssp_rewards import (
-    last_tag,
     proposed_question,
     proposer_reward,
     question_problem,
+    solver_answer,
     solver_reward,
 )
 from selfplay.core.errors import UserError
@@ -151,7 +151,8 @@ class SspLoop(Loop):
         for index, p in enumerate(solving):
             group = rollouts[index * s.solver_samples:(index + 1) * s.solver_samples]
             p.solver_rewards = [solver_reward(r.turn.reply, p.problem.target) for r in group]
-            p.solver_answers = [last_tag(r.turn.reply, "answer") for r in group]
+            p.solver_answers = [solver_answer(r.turn.reply) for r in group]
+            p.solver_searches = [r.tool_calls for r in group]
             rewards += p.solver_rewards
             episodes += [self.solver_episode(step, p, r, reward)
                          for r, reward in zip(group, p.solver_rewards, strict=True)]
@@ -178,7 +179,7 @@ class SspLoop(Loop):
         return Episode(loop=self.name, env=SOLVER, turns=[rollout.turn],
                        rewards={SOLVER: reward}, group_id=f"{task_key(step, p.slot)}-solve",
                        info={"problem": p.problem.key, "target": p.problem.target,
-                             "answer": last_tag(rollout.turn.reply, "answer"),
+                             "answer": solver_answer(rollout.turn.reply),
                              "queries": [c.query for c in rollout.calls
                                          if isinstance(c, SearchCall)]} | rollout.info())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from curricula.ssp_rewards import solve_rate
+from curricula.ssp_rewards import solve_rate, solver_answer
 from selfplay.engines.tools import ToolRollout
 from selfplay.loops.ssp.retrieval import RagVerdict
 from selfplay.loops.ssp.targets import Target
@@ -44,6 +44,7 @@ class Proposal:
     problem: Problem | None = None  # what the solver answered for this slot (None: nothing)
     solver_rewards: list[float] = field(default_factory=list)
     solver_answers: list[str | None] = field(default_factory=list)
+    solver_searches: list[int] = field(default_factory=list)
     reward: float = 0.0
 
     @property
@@ -85,7 +86,8 @@ class Proposal:
             p_hat=self.s,
             samples=len(self.solver_rewards) if self.valid else 0,
             solver_answers=self.solver_answers if self.valid else [],
-            tool_calls=float(self.rollout.tool_calls),
+            tool_calls=(sum(self.solver_searches) / len(self.solver_searches)
+                        if self.valid and self.solver_searches else None),
             reward=self.reward,
             kept=self.valid,
             document=self.target.chunk_id,
@@ -120,6 +122,6 @@ def step_metrics(proposals: list[Proposal], solver_rollouts: list[ToolRollout],
     if solver_rollouts:
         metrics["ssp/solver_accuracy"] = mean(r > 0 for r in solver_rewards)
         metrics["ssp/solver_answered"] = mean(
-            "</answer>" in r.turn.reply for r in solver_rollouts)
+            solver_answer(r.turn.reply) is not None for r in solver_rollouts)
         metrics["ssp/solver_searches"] = mean(r.tool_calls for r in solver_rollouts)
     return metrics
