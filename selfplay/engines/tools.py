@@ -8,6 +8,9 @@ conditioned on (``loss_mask`` 0, engine log-prob 0.0). See ``docs/tools.md``.
 
 The token ids are kept exactly as the engine produced them and as we fed them back (never
 re-tokenised from text), so the learner scores the very sequence the engine sampled.
+
+``multi_turn_rollout`` is that machinery for any ``RolloutTool`` (a stop string and what to
+append); the Python tool here and the search tool (``selfplay/engines/search_tool.py``) use it.
 """
 
 from __future__ import annotations
@@ -82,7 +85,9 @@ class ToolRollout:
     """
 
     turn: Turn
-    calls: list[ToolCall] = field(default_factory=list)
+    # the tool's call records: ``ToolCall`` (Python) or ``search_tool.SearchCall``; both have
+    # ``error``, ``timed_out`` and ``truncated``, which the counts below read
+    calls: list[Any] = field(default_factory=list)
     model_calls: int = 0
     finish_reason: str = "stop"
 
