@@ -127,6 +127,18 @@ PROMPTS = {
                        "prefill": "<score>{{ (question ~ answer)|length % 10 + 1 }}</score>"
                                   "{% if (answer|length) is even %}<score>1</score><score>1"
                                   "</score>{% endif %}"},
+    # SSP: the proposer's reply starts with a whole question and a search (run before the model
+    # writes); the judge's with the answer "Python", so questions for that target pass the RAG
+    # check and those for "Lambda" fail (their slots reuse pooled ones); the solver's reply
+    # starts with a search for the question
+    "ssp_proposer.yaml": {"name": "ssp_proposer", "user": "{{ target }}",
+                          "prefill": "<question> What is the name of the thing that this "
+                                     "question asks about here? </question>\n"
+                                     "<search> {{ target }} </search>"},
+    "ssp_solver.yaml": {"name": "ssp_solver", "user": "{{ question }}",
+                        "prefill": "<search> {{ question }} </search>"},
+    "ssp_judge.yaml": {"name": "ssp_judge", "user": "{{ documents }} {{ question }}",
+                       "prefill": "<answer> Python </answer>"},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -275,6 +287,23 @@ def experiments(folder: Path) -> dict[str, dict]:
                     "difficulty_samples": 1, "judges_per_step": 6, "lenient": True,
                     "admit_threshold": 0.5},
         },
+        "ssp": {
+            **TINY,
+            "loop": "ssp",
+            "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
+            "roles": {"proposer": {"prompt": p["ssp_proposer.yaml"], "temperature": 0.8},
+                      "solver": {"prompt": p["ssp_solver.yaml"]},
+                      "judge": {"prompt": p["ssp_judge.yaml"], "train": False}},
+            "ssp": {
+                "targets": str(folder / "ssp_targets.jsonl"),
+                "proposals_per_step": 3, "solver_samples": 2,
+                "search": {"corpus": "pydoc-few", "corpus_cache": str(folder / "cache" / "corpora"),
+                           "top_k": 2, "max_searches": 1, "max_observation_tokens": 16,
+                           "chunk_max_chars": 80},
+                "min_searches": 1, "noisy_documents": 1, "format_penalty": -1.0,
+                "judge_max_tokens": 4,
+            },
+        },
     }
 
 
@@ -287,6 +316,7 @@ def folder(tmp_path_factory) -> Path:
     for name, prompt in PROMPTS.items():
         (folder / name).write_text(yaml.safe_dump(prompt))
     (folder / "golden_rewards.py").write_text(REWARDS)
+    (folder / "ssp_targets.jsonl").write_text('{"answer": "Python"}\n{"answer": "Lambda"}\n')
     sources = folder / "docs"
     sources.mkdir()
     for name in ("while", "assert", "pass", "lambda", "for"):
@@ -361,7 +391,7 @@ def same_value(expected, actual, numeric: bool) -> bool:
 
 
 @pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
-                                  "azr", "cure", "mae"])
+                                  "azr", "cure", "mae", "ssp"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}

@@ -8,6 +8,9 @@ conditioned on (``loss_mask`` 0, engine log-prob 0.0). See ``docs/tools.md``.
 
 The token ids are kept exactly as the engine produced them and as we fed them back (never
 re-tokenised from text), so the learner scores the very sequence the engine sampled.
+
+``multi_turn_rollout`` is that machinery for any ``RolloutTool`` (a stop string and what to
+append); the Python tool here and the search tool (``selfplay/engines/search_tool.py``) use it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pydantic import Field
 
 from sandbox import ExecResult, SandboxLimits, SandboxPool
 from selfplay.config import Strict
+from selfplay.engines.base import encode_request
 from selfplay.types import Completion, Request, Turn
 
 STOP = "```output"  # the model opens an output block: time to run its code
@@ -81,7 +85,9 @@ class ToolRollout:
     """
 
     turn: Turn
-    calls: list[ToolCall] = field(default_factory=list)
+    # the tool's call records: ``ToolCall`` (Python) or ``search_tool.SearchCall``; both have
+    # ``error``, ``timed_out`` and ``truncated``, which the counts below read
+    calls: list[Any] = field(default_factory=list)
     model_calls: int = 0
     finish_reason: str = "stop"
 
@@ -134,10 +140,7 @@ def extract_code(segment: str) -> str | None:
 
 def hit_stop(completion: Completion) -> bool:
     """Did generation stop because the model opened an output block?"""
-    if completion.stop_string is not None:
-        return completion.stop_string == STOP
-    # An engine that does not report which stop string fired: look at the text's end.
-    return completion.finish_reason == "stop" and completion.text.rstrip().endswith(STOP)
+    return hit(completion, STOP)
 
 
 def _ids(tokenizer, text: str) -> list[int]:
@@ -206,6 +209,117 @@ async def _run_tool(
         return await pool.arun(code, limits=limits, session_id=session_id)
 
 
+class RolloutTool(Protocol):
+    """One tool of a multi-turn rollout: the stop string that asks for it, and what it appends.
+
+    ``call`` gets the segment the model just wrote (ending at ``stop``) and the whole reply so
+    far (the prefill and every segment and observation), and returns the call's record and the
+    token ids of its observation (trained on with ``loss_mask`` 0). The Python tool here and
+    the search tool (``selfplay/engines/search_tool.py``) are the two."""
+
+    stop: str
+
+    async def call(self, segment: str, reply: str, policy, tokenizer) -> tuple[Any, list[int]]: ...
+
+
+def hit(completion: Completion, stop: str) -> bool:
+    """Did generation stop on ``stop``?"""
+    if completion.stop_string is not None:
+        return completion.stop_string == stop
+    # An engine that does not report which stop string fired: look at the text's end.
+    return completion.finish_reason == "stop" and completion.text.rstrip().endswith(stop)
+
+
+async def multi_turn_rollout(
+    policy, request: Request, tokenizer, tool: RolloutTool, max_calls: int
+) -> ToolRollout:
+    """Sample ``request``, pausing for ``tool`` whenever the model writes its stop string; one
+    Turn covers every segment, with the tool's observations masked from the loss.
+
+    ``request.sampling.max_new_tokens`` bounds the model tokens of all segments together;
+    observations do not count against it. After ``max_calls`` calls another request for the
+    tool ends the rollout (``finish_reason`` "tool_budget")."""
+    stops = request.sampling.stop
+    if tool.stop not in stops:
+        stops = (*stops, tool.stop)
+    budget = request.sampling.max_new_tokens
+    transcript = _Transcript()
+    calls: list[Any] = []
+    prompt_ids: list[int] | None = request.prompt_ids
+    model_calls, finish = 0, "stop"
+    if prompt_ids is None and request.prefill.rstrip().endswith(tool.stop):
+        # the prompt's prefill makes the first call (a reply started with a whole search): run
+        # it before the model writes anything; its observation follows the prefill
+        prompt_ids = encode_request(tokenizer, request)
+        call, ids = await tool.call(request.prefill, request.prefill, policy, tokenizer)
+        calls.append(call)
+        transcript.add_tool(ids)
+    while True:
+        sampling = dataclasses.replace(
+            request.sampling, stop=stops, max_new_tokens=budget - transcript.model_tokens
+        )
+        segment_request = (
+            dataclasses.replace(request, sampling=sampling)
+            if prompt_ids is None  # first segment: let the engine apply the chat template
+            else dataclasses.replace(  # the prefill is in prompt_ids already
+                request,
+                messages=None,
+                prompt_ids=prompt_ids + transcript.ids,
+                sampling=sampling,
+                prefill="",
+            )
+        )
+        completion = await policy(segment_request)
+        model_calls += 1
+        if prompt_ids is None:
+            prompt_ids = list(completion.prompt_ids)
+        transcript.add_model(completion)
+        if not hit(completion, tool.stop):
+            finish = completion.finish_reason
+            break
+        if len(calls) >= max_calls:
+            finish = "tool_budget"
+            break
+        if transcript.model_tokens >= budget:
+            finish = "length"
+            break
+        reply = request.prefill + tokenizer.decode(transcript.ids, skip_special_tokens=True)
+        call, ids = await tool.call(completion.text, reply, policy, tokenizer)
+        calls.append(call)
+        transcript.add_tool(ids)
+    turn = Turn(
+        role=request.role,
+        prompt_ids=prompt_ids or [],
+        completion_ids=transcript.ids,
+        engine_logprobs=transcript.logprobs,
+        loss_mask=transcript.mask,
+        text=tokenizer.decode(transcript.ids, skip_special_tokens=True),
+        prefill=request.prefill,
+        adapter=request.adapter,
+        prompt_text=request.messages[-1]["content"] if request.messages else "",
+        policy_version=min(transcript.oldest_version, policy.version),
+        temperature=request.sampling.temperature,
+        top_p=request.sampling.top_p,
+        finish_reason=finish,
+    )
+    return ToolRollout(turn=turn, calls=calls, model_calls=model_calls, finish_reason=finish)
+
+
+@dataclass
+class _PythonCalls:
+    """The Python tool as a ``RolloutTool``: the segment's last code block, run in the sandbox."""
+
+    pool: SandboxRunner
+    settings: ToolSettings
+    session_id: str | None
+    stop: str = STOP
+
+    async def call(self, segment: str, reply: str, policy, tokenizer) -> tuple[ToolCall, list[int]]:
+        return await _tool_turn(
+            segment, self.pool, policy, tokenizer, self.settings, self.session_id
+        )
+
+
 async def tool_rollout(
     policy,
     request: Request,
@@ -224,69 +338,15 @@ async def tool_rollout(
     own_session = session_id is None and settings.sessions
     if own_session:
         session_id = f"tool-{uuid.uuid4().hex}"
-    stops = (
-        request.sampling.stop if STOP in request.sampling.stop else (*request.sampling.stop, STOP)
-    )
-    budget = request.sampling.max_new_tokens
-    transcript = _Transcript()
-    calls: list[ToolCall] = []
-    prompt_ids: list[int] | None = request.prompt_ids
-    model_calls, finish = 0, "stop"
     try:
-        while True:
-            sampling = dataclasses.replace(
-                request.sampling, stop=stops, max_new_tokens=budget - transcript.model_tokens
-            )
-            segment_request = (
-                dataclasses.replace(request, sampling=sampling)
-                if prompt_ids is None  # first segment: let the engine apply the chat template
-                else dataclasses.replace(  # the prefill is in prompt_ids already
-                    request,
-                    messages=None,
-                    prompt_ids=prompt_ids + transcript.ids,
-                    sampling=sampling,
-                    prefill="",
-                )
-            )
-            completion = await policy(segment_request)
-            model_calls += 1
-            if prompt_ids is None:
-                prompt_ids = list(completion.prompt_ids)
-            transcript.add_model(completion)
-            if not hit_stop(completion):
-                finish = completion.finish_reason
-                break
-            if len(calls) >= settings.max_tool_turns:
-                finish = "tool_budget"
-                break
-            if transcript.model_tokens >= budget:
-                finish = "length"
-                break
-            call, ids = await _tool_turn(
-                completion.text, sandbox_pool, policy, tokenizer, settings, session_id
-            )
-            calls.append(call)
-            transcript.add_tool(ids)
+        return await multi_turn_rollout(
+            policy, request, tokenizer, _PythonCalls(sandbox_pool, settings, session_id),
+            settings.max_tool_turns,
+        )
     finally:
         if own_session and hasattr(sandbox_pool, "close_session"):
             with contextlib.suppress(RuntimeError):  # the pool was closed under us
                 await asyncio.to_thread(sandbox_pool.close_session, session_id)
-    turn = Turn(
-        role=request.role,
-        prompt_ids=prompt_ids or [],
-        completion_ids=transcript.ids,
-        engine_logprobs=transcript.logprobs,
-        loss_mask=transcript.mask,
-        text=tokenizer.decode(transcript.ids, skip_special_tokens=True),
-        prefill=request.prefill,
-        adapter=request.adapter,
-        prompt_text=request.messages[-1]["content"] if request.messages else "",
-        policy_version=min(transcript.oldest_version, policy.version),
-        temperature=request.sampling.temperature,
-        top_p=request.sampling.top_p,
-        finish_reason=finish,
-    )
-    return ToolRollout(turn=turn, calls=calls, model_calls=model_calls, finish_reason=finish)
 
 
 async def _tool_turn(

@@ -29,6 +29,7 @@ LOOPS: dict[str, str] = {
     "azr": "selfplay.loops.azr:AzrLoop",
     "cure": "selfplay.loops.cure:CureLoop",
     "mae": "selfplay.loops.mae:MaeLoop",
+    "ssp": "selfplay.loops.ssp:SspLoop",
 }
 
 
