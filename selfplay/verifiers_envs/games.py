@@ -26,7 +26,7 @@ from pydantic import Field
 import games
 from games import RandomOpponent, extract_action, match_legal
 from roles import load_role
-from selfplay.verifiers_envs.harness import LOCAL, ReplyHarness, ReplyHarnessConfig
+from selfplay.verifiers_envs.harness import LOCAL, ReplyHarness
 
 SEATS = ("player_0", "player_1")
 
@@ -161,5 +161,4 @@ class GameHarness(ReplyHarness):
     """The in-process one-reply harness, exported so that it is the taskset's default."""
 
 
-__all__ = ["GameEnv", "GameEnvConfig", "GameHarness", "GameTaskset", "GameTasksetConfig",
-           "ReplyHarnessConfig"]
+__all__ = ["GameEnv", "GameEnvConfig", "GameHarness", "GameTaskset", "GameTasksetConfig"]
