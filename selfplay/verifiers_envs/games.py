@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import verifiers.v1 as vf
-from pydantic import Field
+from pydantic import Field, model_validator
 
 import games
 from games import RandomOpponent, extract_action, match_legal
@@ -37,6 +37,15 @@ class GameTasksetConfig(vf.TasksetConfig):
     kwargs: dict = {}  # the game's constructor arguments (e.g. rounds: 3)
     first_seed: int = Field(0, ge=0)  # task i deals seed first_seed + i
 
+    @model_validator(mode="after")
+    def _playable(self) -> GameTasksetConfig:
+        """An unknown id or a refused argument: one line at config time, naming the field."""
+        try:
+            games.trial(self.game, max_turns=self.max_turns, **self.kwargs)
+        except (LookupError, ValueError, TypeError) as exc:
+            raise ValueError(str(exc).splitlines()[0]) from None
+        return self
+
 
 class GameData(vf.TaskData):
     info: dict  # the game id, seed, turn limit and arguments the episode is replayed from
@@ -51,7 +60,6 @@ class GameTaskset(vf.Taskset[GameTask, GameTasksetConfig]):
 
     def load(self) -> Iterator[GameTask]:
         c = self.config
-        games.trial(c.game, max_turns=c.max_turns, **c.kwargs)  # a bad id: one line, now
         for i in itertools.count():
             seed = c.first_seed + i
             info = {"game": c.game, "seed": seed, "max_turns": c.max_turns, "kwargs": c.kwargs}

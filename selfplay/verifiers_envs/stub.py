@@ -8,10 +8,13 @@ request it saw is kept (``requests``) so a test can read the prompts verifiers s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
+import queue
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from aiohttp import web
 
@@ -71,3 +74,25 @@ async def serve(script: Script) -> AsyncIterator[StubModel]:
         yield stub
     finally:
         await runner.cleanup()
+
+
+@contextlib.contextmanager
+def serve_in_thread(script: Script) -> Iterator[StubModel]:
+    """The stub on its own event loop in a daemon thread: for a caller that runs its own
+    ``asyncio.run`` (verifiers' ``vf-eval`` entry point)."""
+    ready: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    async def host() -> None:
+        async with serve(script) as stub:
+            ready.put(stub)
+            while not stop.is_set():
+                await asyncio.sleep(0.02)
+
+    thread = threading.Thread(target=asyncio.run, args=(host(),), daemon=True)
+    thread.start()
+    try:
+        yield ready.get(timeout=30)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
