@@ -166,3 +166,16 @@ def test_vf_eval_command_line(tmp_path):
     assert len(episodes) == 2 and len(stub.requests) == 4
     assert sorted(t["rewards"]["game_reward"]["score"] for e in episodes for t in e["traces"]) == [
         -1.0, -1.0, 1.0, 1.0]
+
+
+def test_challenger_reply_without_the_prefill_is_parsed_with_it():
+    """Our engine starts the challenger's reply with ``{"question": "``; a chat model that
+    continues as if it had been prefilled gets the prefill put back, a full JSON reply is
+    parsed as it is."""
+    from selfplay.verifiers_envs.spice import parse_question
+
+    stem_only = 'At what temperature in Celsius does water boil at sea level?", "answer": "100"}'
+    question, reason = parse_question(stem_only, "free")
+    assert reason == "" and question.answer == "100"
+    full = '{"question": "At what temperature in Celsius does water boil?", "answer": "100"}'
+    assert parse_question(full, "free")[0].question.startswith("At what temperature")
