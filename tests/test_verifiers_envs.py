@@ -153,7 +153,8 @@ def test_spice_invalid_question_gets_rho_and_no_reasoner(tmp_path, documents):
 def test_vf_eval_command_line(tmp_path):
     """The command a prime-rl user types: ``vf-eval selfplay-kuhn -n 2`` writes its traces."""
     def bet_then_fold(messages: list[dict]) -> str:  # the two games run at once: by seat
-        return r"\boxed{[bet]}" if "You are Player 0" in messages[-1]["content"] else r"\boxed{[fold]}"
+        seat_0 = "You are Player 0" in messages[-1]["content"]
+        return r"\boxed{[bet]}" if seat_0 else r"\boxed{[fold]}"
 
     with serve_in_thread(bet_then_fold) as stub:
         vf_eval(["selfplay-kuhn", "--env.taskset.kwargs", '{"rounds": 1}', "-n", "2",

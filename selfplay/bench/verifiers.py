@@ -1,8 +1,9 @@
 """``selfplay bench verifiers``: episodes per second of one of our verifiers environments run
-here (every episode in one ``BatchingPolicy.gather``, the model behind a ``vf.Client`` in this
-process) against the same environment run by verifiers' own evaluation (``vf-eval``'s runner,
-``EvalClient`` over HTTP to the same engine served OpenAI-style). Goal: the ratio here / vf-eval
-within 10% of 1, or above it (docs/verifiers-envs.md).
+here (every episode in one ``BatchingPolicy.gather``, the model behind a
+verifiers ``Client`` in this process) against the same environment run by verifiers' own
+evaluation (``vf-eval``'s runner, ``EvalClient`` over HTTP to the same engine served
+OpenAI-style). Goal: the ratio here / vf-eval within 10% of 1, or above it
+(docs/verifiers-envs.md).
 
 Both sides play the same tasks with the same engine (one ``HFEngine``, its prefix cache emptied
 before each side) and greedy sampling, so they ask the model the same prompts and get the same
@@ -101,7 +102,7 @@ class EngineClientConfig(vf.EvalClientConfig):
 
 
 class EngineClient(vf.Client):
-    """Our policy as the ``vf.Client`` of every agent (no HTTP between verifiers and it)."""
+    """Our policy as the verifiers ``Client`` of every agent (no HTTP in between)."""
 
     def __init__(self, policy: BatchingPolicy, max_new_tokens: int) -> None:
         self.policy, self.max_new_tokens, self.calls = policy, max_new_tokens, 0

@@ -2,11 +2,11 @@
 
 verifiers' own tool-less harness (``null``) launches a PEP 723 chat program in a runtime, which
 first installs ``uv`` and its dependencies; our games and SPICE need one plain chat reply per
-turn, with no tools. ``Harness.launch`` allows a harness to run its loop in-process "as long as
-every model call goes through ``endpoint`` + ``secret``" (verifiers/v1/harness.py), so this
-one posts the conversation to the rollout's interception endpoint and returns a synthetic
-``ProgramResult``. The interception server records the call on the trace exactly as it
-records the chat program's calls (tokens, log-probs, branches for training).
+turn, with no tools. verifiers' harness contract (the launch method of its Harness class)
+lets a harness run its loop in-process "as long as every model call goes through
+``endpoint`` + ``secret``", so this one posts the conversation to the rollout's interception
+endpoint and returns a synthetic ``ProgramResult``. The interception server records the call
+on the trace exactly as it records the chat program's calls (tokens, log-probs, branches).
 """
 
 from __future__ import annotations

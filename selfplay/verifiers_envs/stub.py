@@ -60,7 +60,8 @@ class StubModel:
 
 @contextlib.asynccontextmanager
 async def serve(script: Script) -> AsyncIterator[StubModel]:
-    """The stub on a free localhost port for the length of the block (``stub.base_url``)."""
+    """The stub on a free localhost port for the length of the block (``StubModel`` holds its
+    base URL)."""
     stub = StubModel(script)
     app = web.Application()
     app.router.add_post("/v1/chat/completions", stub.completions)
