@@ -103,6 +103,16 @@ def test_unparseable_reply_is_an_invalid_move(tmp_path):
     assert episode.traces[0].info["invalid_reason"] == "no \\boxed{} action"
 
 
+def test_random_opponent_never_asks_the_model(tmp_path):
+    """``opponent: random``: player 1 moves at random (call or fold after a bet, so the game
+    ends +1 or −1 for player 0); the model is asked only player 0's one move."""
+    env = {"taskset": {"id": "selfplay_kuhn", "kwargs": {"rounds": 1}}, "opponent": "random"}
+    (episode,), requests = evaluate(tmp_path, cycle([r"\boxed{[bet]}"]), env)
+    rewards = by_seat(episode)
+    assert set(rewards) == {"player_0"} and abs(rewards["player_0"][0]) == 1.0
+    assert len(requests) == 1
+
+
 def test_unknown_game_is_one_line(tmp_path):
     with pytest.raises(ValidationError, match="unknown game 'nope'"):
         resolve_env_config({"taskset": {"id": "selfplay_games", "game": "nope"}})

@@ -172,7 +172,7 @@ class EngineServer:
         await site.start()
         worker = asyncio.ensure_future(self.batcher())
         try:
-            yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+            yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
         finally:
             worker.cancel()
             await runner.cleanup()

@@ -69,7 +69,7 @@ async def serve(script: Script) -> AsyncIterator[StubModel]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    port = runner.addresses[0][1]
     stub.base_url = f"http://127.0.0.1:{port}/v1"
     try:
         yield stub
