@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -61,15 +62,17 @@ DOCUMENTS = [  # SPICE's chunks for the benchmark: short, factual, one question 
 ]
 
 
-def env_spec(name: str, folder: Path) -> dict:
-    """The env config of benchmark environment ``name`` (kuhn, spice)."""
+def env_spec(name: str, folder: Path, tasks: int = len(DOCUMENTS)) -> dict:
+    """The env config of benchmark environment ``name`` (kuhn, spice) with at least ``tasks``
+    tasks (SPICE's chunks repeat, under their own ids, to make up the number)."""
     if name == "kuhn":
         # lenient: a reply's last [move] counts without \boxed{}, so a small model's games
         # last more than one move (more calls per episode: what batching across episodes is for)
         return {"taskset": {"id": "selfplay_kuhn", "kwargs": {"rounds": 1}}, "lenient": True}
     documents = folder / "documents.jsonl"
-    documents.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n"
-                                 for i, t in enumerate(DOCUMENTS)))
+    count = max(tasks, len(DOCUMENTS))
+    documents.write_text("".join(json.dumps({"id": f"d{i}", "text": DOCUMENTS[i % len(DOCUMENTS)]})
+                                 + "\n" for i in range(count)))
     return {"taskset": {"id": "selfplay_spice", "documents_file": str(documents)},
             "reasoner_samples": 4}
 
@@ -294,15 +297,13 @@ def table(runs: dict[str, list[Run]], title: str) -> tuple[Table, float]:
 def bench_verifiers(model: str = "embedded", env: str = "kuhn", episodes: int = 32,
                     concurrency: int = 32, new_tokens: int = 48, repeats: int = 2) -> float:
     """Print the table and the ratio here / vf-eval; returns the ratio."""
-    import os
-
     from selfplay.engines.hf import HFEngine
     from selfplay.engines.models import resolve_model_path
 
     os.environ.setdefault(KEY_VAR, "selfplay")
     engine = HFEngine(resolve_model_path(model), max_batch_size=max(concurrency, 8))
     with tempfile.TemporaryDirectory() as folder:
-        spec = env_spec(env, Path(folder))
+        spec = env_spec(env, Path(folder), episodes)
         runs = asyncio.run(measure(engine, spec, episodes, concurrency, new_tokens, repeats,
                                    Path(folder)))
     bridge = "the bridge's PolicyClient" if bridge_installed() else "EngineClient (no bridge)"
