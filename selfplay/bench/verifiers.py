@@ -63,12 +63,15 @@ DOCUMENTS = [  # SPICE's chunks for the benchmark: short, factual, one question 
 
 
 def env_spec(name: str, folder: Path, tasks: int = len(DOCUMENTS)) -> dict:
-    """The env config of benchmark environment ``name`` (kuhn, spice) with at least ``tasks``
-    tasks (SPICE's chunks repeat, under their own ids, to make up the number)."""
+    """The env config of benchmark environment ``name`` (kuhn, negotiation, spice) with at least
+    ``tasks`` tasks (SPICE's chunks repeat, under their own ids, to make up the number)."""
     if name == "kuhn":
         # lenient: a reply's last [move] counts without \boxed{}, so a small model's games
         # last more than one move (more calls per episode: what batching across episodes is for)
         return {"taskset": {"id": "selfplay_kuhn", "kwargs": {"rounds": 1}}, "lenient": True}
+    if name == "negotiation":  # any bracketed text is a message: games of several moves
+        return {"taskset": {"id": "selfplay_games", "game": "simple_negotiation"},
+                "lenient": True}
     documents = folder / "documents.jsonl"
     count = max(tasks, len(DOCUMENTS))
     documents.write_text("".join(json.dumps({"id": f"d{i}", "text": DOCUMENTS[i % len(DOCUMENTS)]})

@@ -239,7 +239,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "verifiers": Benchmark(_verifiers,
                            "episodes/s of our verifiers envs run here vs by verifiers' vf-eval", (
         option("--model", default="embedded"),
-        option("--env", default="kuhn", choices=("kuhn", "spice"), help="which environment"),
+        option("--env", default="kuhn", choices=("kuhn", "negotiation", "spice"),
+               help="which environment"),
         option("--episodes", type=int, default=32, help="timed episodes per side"),
         option("--concurrency", type=int, default=32, help="vf-eval's max concurrent episodes"),
         option("--new-tokens", type=int, default=48, help="token budget of each reply"),
