@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("selfplay.engines",),
     ("selfplay.training",),
     ("selfplay.loops",),
+    ("selfplay.verifiers_envs",),  # our envs for verifiers: they read the loops' pieces
     ("selfplay.analysis",),
     ("selfplay.running",),
     ("selfplay.evaluation",),

@@ -135,6 +135,13 @@ def _threads(o) -> None:
     bench_threads()
 
 
+def _verifiers(o) -> None:
+    from selfplay.bench.verifiers import bench_verifiers
+
+    bench_verifiers(model=o.model, env=o.env, episodes=o.episodes, concurrency=o.concurrency,
+                    new_tokens=o.new_tokens, repeats=o.repeats)
+
+
 def _gpu(o) -> None:
     from pathlib import Path
 
@@ -228,6 +235,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         EXPERIMENT,
         option("--steps", type=int, default=6, help="steps per side (first: warm-up)"),
         OVERRIDES,
+    )),
+    "verifiers": Benchmark(_verifiers,
+                           "episodes/s of our verifiers envs run here vs by verifiers' vf-eval", (
+        option("--model", default="embedded"),
+        option("--env", default="kuhn", choices=("kuhn", "negotiation", "spice"),
+               help="which environment"),
+        option("--episodes", type=int, default=32, help="timed episodes per side"),
+        option("--concurrency", type=int, default=32, help="vf-eval's max concurrent episodes"),
+        option("--new-tokens", type=int, default=48, help="token budget of each reply"),
+        option("--repeats", type=int, default=2, help="timed runs per side (median shown)"),
     )),
 }
 

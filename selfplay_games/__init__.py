@@ -1,0 +1,12 @@
+"""verifiers entry module ``selfplay_games``: any of our games (``--env.taskset.game``), played
+as SPIRAL plays them (selfplay/verifiers_envs/games.py; docs/verifiers-envs.md)."""
+
+from selfplay.verifiers_envs.games import (
+    GameEnv,
+    GameEnvConfig,
+    GameHarness,
+    GameTaskset,
+    GameTasksetConfig,
+)
+
+__all__ = ["GameEnv", "GameEnvConfig", "GameHarness", "GameTaskset", "GameTasksetConfig"]

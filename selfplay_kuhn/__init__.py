@@ -1,0 +1,13 @@
+"""verifiers entry module ``selfplay_kuhn``: Kuhn Poker (the ``selfplay_games`` environment
+with its default game), played
+as SPIRAL plays them (selfplay/verifiers_envs/games.py; docs/verifiers-envs.md)."""
+
+from selfplay.verifiers_envs.games import (
+    GameEnv,
+    GameEnvConfig,
+    GameHarness,
+    GameTaskset,
+    GameTasksetConfig,
+)
+
+__all__ = ["GameEnv", "GameEnvConfig", "GameHarness", "GameTaskset", "GameTasksetConfig"]
