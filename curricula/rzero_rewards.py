@@ -14,6 +14,7 @@ paper composite with no tool term, max(0, R_unc − R_rep) with a format filter
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from curricula.rewards import bleu_clusters, cluster_shares, uncertainty_code
 
@@ -29,10 +30,14 @@ def batch_cluster_shares(questions: list[str | None], threshold: float = 0.5) ->
     return cluster_shares(bleu_clusters([q or "" for q in questions], threshold))
 
 
-def challenger_reward_code(valid: bool, p_hat: float, share: float) -> float:
+def challenger_reward_code(
+    valid: bool, p_hat: float, share: float,
+    reward: Callable[[float], float] = uncertainty_code,
+) -> float:
     """R-Zero's released challenger reward: min(p̂, 1 − p̂) − share for a parsed question,
-    −1 − share otherwise (½·R_unc − R_rep with λ = 1 and no clamp at 0)."""
-    return (uncertainty_code(p_hat) if valid else INVALID) - share
+    −1 − share otherwise (½·R_unc − R_rep with λ = 1 and no clamp at 0). ``reward`` replaces
+    min(p̂, 1 − p̂) for an ablation (``agent0.proposer_reward``)."""
+    return (reward(p_hat) if valid else INVALID) - share
 
 
 def solver_format(text: str) -> float:

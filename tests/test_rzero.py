@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from curricula.proposals import Proposal
+from curricula.rewards import uncertainty, uncertainty_code
 from curricula.rzero_rewards import (
     batch_cluster_shares,
     challenger_reward_code,
@@ -70,14 +71,12 @@ def scored(question: str | None, p_hat: float) -> ScoredTask:
 def test_rzero_form_clusters_the_whole_batch_and_paper_form_the_valid_questions():
     tasks = [scored(SAME, 0.4), scored(SAME, 0.4), scored(OTHER, 0.6), scored(None, 0.0)]
     rzero = Agent0Settings(reward_form="rzero")
-    rewards, penalties = curriculum_rewards(rzero, tasks, proposer_reward=None)
+    rewards, penalties = curriculum_rewards(rzero, tasks, proposer_reward=uncertainty_code)
     assert penalties == pytest.approx([2 / 4, 2 / 4, 1 / 4, 1 / 4], abs=EXACT)
     # min(0.4, 0.6) − ½ = −0.1; min(0.6, 0.4) − ¼ = 0.15; −1 − ¼
     assert rewards == pytest.approx([-0.1, -0.1, 0.15, -1.25], abs=EXACT)
     # the paper form (R-Zero's paper = Agent0's paper with no tool term) clusters the 3 valid
     # questions: shares 2/3, 2/3, 1/3; max(0, 1 − 2|p̂ − ½| − share); 0 for the invalid one
-    from curricula.rewards import uncertainty
-
     paper = Agent0Settings(reward_form="paper", lambda_tool=0.0)
     rewards, penalties = curriculum_rewards(paper, tasks, proposer_reward=uncertainty)
     assert penalties == pytest.approx([2 / 3, 2 / 3, 1 / 3, 0.0], abs=EXACT)

@@ -64,9 +64,6 @@ class Agent0Loop(Loop):
         if config.rollout.mode != "sync":
             raise UserError("agent0 runs its phases in order: rollout.mode must be sync")
         default = "uncertainty" if s.reward_form == "paper" else "uncertainty_code"
-        if s.reward_form == "rzero" and s.proposer_reward:
-            raise UserError("agent0: reward_form rzero is R-Zero's fixed reward; drop "
-                            "proposer_reward or use reward_form paper/code")
         self.proposer_reward = resolve_reward(s.proposer_reward or default)
         self.probe = build_tasks(s.probe, s.probe_size, config.seed + 7919)[: s.probe_size]
         self.tool = ToolSandbox(s.tool)

@@ -23,7 +23,7 @@ def curriculum_rewards(
 ) -> tuple[list[float], list[float]]:
     """(reward, repetition penalty) per proposal."""
     if s.reward_form == "rzero":
-        return _rzero_rewards(s, tasks)
+        return _rzero_rewards(s, tasks, proposer_reward)
     questions = [t.proposal.question for t in tasks if t.proposal.valid]
     shares = iter(cluster_shares(bleu_clusters(questions, s.repetition_threshold)))
     rewards, penalties = [], []
@@ -46,13 +46,15 @@ def curriculum_rewards(
     return rewards, penalties
 
 
-def _rzero_rewards(s: Agent0Settings, tasks: list[ScoredTask]) -> tuple[list[float], list[float]]:
+def _rzero_rewards(
+    s: Agent0Settings, tasks: list[ScoredTask], proposer_reward: Callable[[float], float]
+) -> tuple[list[float], list[float]]:
     """R-Zero's code: every output, parsed or not, is in the clustered batch."""
     questions = [t.proposal.question if t.proposal.valid else None for t in tasks]
     shares = rzero_rewards.batch_cluster_shares(questions, s.repetition_threshold)
     penalties = [s.repetition_weight * share for share in shares]
     rewards = [
-        rzero_rewards.challenger_reward_code(t.proposal.valid, t.p_hat, penalty)
+        rzero_rewards.challenger_reward_code(t.proposal.valid, t.p_hat, penalty, proposer_reward)
         for t, penalty in zip(tasks, penalties, strict=True)
     ]
     return rewards, penalties
