@@ -4,7 +4,7 @@ Agent0's loop does not already have: the released code's challenger reward and i
 R-Zero runs as an Agent0 experiment (docs/rzero.md): the paper's challenger reward is Agent0's
 paper composite with no tool term, max(0, R_unc − R_rep) with a format filter
 (``curricula.rewards.curriculum_reward_paper`` at λ_tool = 0). What differs in the released code
-(``examples/reward_function/caller_penalty.py`` and ``math.py``) is here:
+(examples/reward_function/caller_penalty.py and math.py there) is here:
 
 - ``challenger_reward_code``: min(p̂, 1 − p̂) − cluster share, and −1 − cluster share for an
   unparsable output (its empty question is clustered with the rest of the batch);

@@ -1,7 +1,7 @@
 """Self-Questioning Language Models (Chen et al. 2025, arXiv:2508.03682; docs/algorithms.md#sqlm):
 how a proposal is read, how the solver's N answers to it are scored, and the proposer's reward.
 
-The released code (``verl/workers/reward_manager/majority.py`` and ``ray_trainer.py``):
+The released code (verl/workers/reward_manager/majority.py and verl/trainer/ppo/ray_trainer.py):
 
 - the solver's answers to one proposal are counted as strings (``Counter``, no equivalence);
   the majority is the most common one, ties going to the one seen first (``most_common``);

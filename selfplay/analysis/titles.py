@@ -46,6 +46,7 @@ TITLES: dict[str, tuple[str, str]] = {
     "cure/": ("CURE", ""),
     "challenger/": ("Challenger", ""),
     "azr/": ("AZR", ""),
+    "sqlm/": ("SQLM", ""),
     "reasoner/accuracy": ("Reasoner accuracy", "share of answers"),
 }
 
