@@ -9,7 +9,8 @@ The released code (verl/workers/reward_manager/majority.py and verl/trainer/ppo/
 - m_maj = the sum of those rewards (0 when the majority is None); proposer reward, math:
   1 iff 1 < m_maj < N (the paper: 0 < m_maj < N); coding: 1 iff 0 < mean solver score < 1;
 - algebra: a proposal without "Selected Question" is masked out of both losses; arithmetic:
-  the whole reply is the question.
+  the whole reply is the question; coding: a problem, then "Test Cases:" and ``input |||
+  output`` lines (none: masked); a solver program's score is its share of those tests passed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Literal
 from curricula.answers import extract_answer
 
 SELECTED = "Selected Question"
+TEST_CASES = "Test Cases:"
+MAX_TESTS = 5  # the coding prompt asks for 5
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
@@ -68,3 +71,29 @@ def proposer_reward(m_maj: float, n: int, form: ProposerForm = "code") -> float:
     (paper). m_maj = number of solver answers equal to a non-None majority."""
     low = 1 if form == "code" else 0
     return 1.0 if low < m_maj < n else 0.0
+
+
+def read_coding(reply: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """(problem, [(stdin, expected stdout)]) of a coding proposal, or None (masked): the text
+    before the last "Test Cases:" is the problem, each later line with ``|||`` a test (a
+    written ``\\n`` is a newline), at most ``MAX_TESTS``."""
+    if TEST_CASES not in reply:
+        return None
+    problem, _, cases = reply.rpartition(TEST_CASES)
+    tests = []
+    for line in cases.splitlines():
+        given, bar, expected = line.partition("|||")
+        if bar and expected.strip():
+            tests.append((_unescape(given) + "\n", _unescape(expected) + "\n"))
+    if not problem.strip() or not tests:
+        return None
+    return problem.strip(), tests[:MAX_TESTS]
+
+
+def _unescape(value: str) -> str:
+    return value.strip().strip("`").replace("\\n", "\n").strip()
+
+
+def proposer_reward_coding(mean_score: float) -> float:
+    """Coding: 1 iff the solvers' mean test score is strictly between 0 and 1."""
+    return 1.0 if 0.0 < mean_score < 1.0 else 0.0

@@ -107,3 +107,74 @@ def test_bad_input_is_one_line(tmp_path, change, needle):
 
     with pytest.raises(UserError, match=needle.replace(".", r"\.")):
         sqlm_loop(tmp_path, **change)
+
+
+# ---------------------------------------------------------------------- the coding topic
+def test_read_coding_takes_the_problem_and_the_bar_separated_tests():
+    from curricula.sqlm_rewards import read_coding
+
+    reply = "Print the sum.\nTest Cases:\n3 4 ||| 7\n1\\n2 ||| 3\nno bar here\n`5 5` ||| `10`"
+    problem, tests = read_coding(reply)
+    assert problem == "Print the sum."
+    assert tests == [("3 4\n", "7\n"), ("1\n2\n", "3\n"), ("5 5\n", "10\n")]
+    assert read_coding("Print the sum. 3 4 ||| 7") is None  # no "Test Cases:": masked
+    assert read_coding("Print the sum.\nTest Cases:\nnone") is None  # no test: masked
+    many = "P\nTest Cases:\n" + "\n".join(f"{i} ||| {i}" for i in range(8))
+    assert len(read_coding(many)[1]) == 5
+
+
+def test_coding_proposer_reward_is_the_open_interval():
+    from curricula.sqlm_rewards import proposer_reward_coding
+
+    assert [proposer_reward_coding(x) for x in (0.0, 0.2, 0.95, 1.0)] == [0.0, 1.0, 1.0, 0.0]
+
+
+class _Caller:
+    """What the sandbox call asks of a policy (``elsewhere`` while it waits)."""
+
+    import contextlib
+
+    @contextlib.asynccontextmanager
+    async def elsewhere(self):
+        yield
+
+
+def test_program_score_runs_the_tests_in_the_real_sandbox():
+    import asyncio
+
+    from selfplay.engines.tools import ToolSandbox, ToolSettings
+    from selfplay.loops.sqlm.coding import program_score
+
+    tests = [("3 4\n", "7\n"), ("1 1\n", "2\n"), ("2 2\n", "5\n")]  # the third is wrong
+    right = "```python\nprint(sum(map(int, input().split())))\n```"
+    product = "```python\na, b = map(int, input().split())\nprint(a * b)\n```"
+    tool = ToolSandbox(ToolSettings(wall_s=5.0, pool_size=2))
+
+    async def score_all():
+        replies = (right, product, "no program")
+        return await asyncio.gather(*(program_score(tool, _Caller(), r, tests) for r in replies))
+
+    try:
+        scores = asyncio.run(asyncio.wait_for(score_all(), 60))
+    finally:
+        tool.close()
+    # the sum passes 2 of 3; the product passes none (12, 1, 4); no program scores 0
+    assert scores == [("passed 2/3", pytest.approx(2 / 3, abs=1e-12)), ("passed 0/3", 0.0),
+                      (None, 0.0)]
+
+
+def test_loop_scores_coding_by_test_share_and_math_by_majority(tmp_path):
+    from selfplay.loops.sqlm.loop import Proposal
+
+    loop = sqlm_loop(tmp_path, topic="coding")
+    coding = Proposal(0, None, "", "P", tests=[("1\n", "1\n")])
+    loop.score(coding, [(None, "passed 1/1", 1.0), (None, "passed 0/1", 0.0),
+                        (None, None, 0.0), (None, "passed 1/1", 1.0)])
+    # solver rewards are the scores; mean ½ lies in (0, 1): proposer reward 1
+    assert (coding.solver_rewards, coding.reward) == ([1.0, 0.0, 0.0, 1.0], 1.0)
+    solved = Proposal(1, None, "", "P", tests=[("1\n", "1\n")])
+    loop.score(solved, [(None, "passed 1/1", 1.0)] * 4)
+    assert solved.reward == 0.0  # every program passes: mean 1
+    math = Proposal(2, None, "", "What is 1 + 1?")
+    loop.score(math, [(None, "2", None), (None, "2", None), (None, "3", None), (None, "2", None)])
+    assert (math.solver_rewards, math.m_maj, math.reward) == ([1.0, 1.0, 0.0, 1.0], 3.0, 1.0)

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from selfplay.engines.tools import ToolSettings
 from selfplay.loops.base import LoopSettings
 from selfplay.loops.reasoning import TaskSpec
 
@@ -14,8 +15,9 @@ class SqlmSettings(LoopSettings):
     """One model, two roles: the proposer reads one fixed topic prompt (its role prompt), the
     solver answers every proposal ``solver_samples`` times."""
 
-    # how a proposal is read: arithmetic = the whole reply, algebra = after "Selected Question"
-    topic: Literal["arithmetic", "algebra"] = "arithmetic"
+    # how a proposal is read: arithmetic = the whole reply, algebra = after "Selected
+    # Question", coding = a problem, then "Test Cases:" and `input ||| output` lines
+    topic: Literal["arithmetic", "algebra", "coding"] = "arithmetic"
     proposal_groups: int = Field(8, ge=1)  # proposer GRPO groups per step
     proposal_group_size: int = Field(4, ge=1)  # proposals per group (the code: rollout.n)
     solver_samples: int = Field(4, ge=2)  # N answers per proposal (the code: rollout.n)
@@ -23,6 +25,7 @@ class SqlmSettings(LoopSettings):
     proposer_update_every: int = Field(5, ge=1)  # the proposer trains on every k-th step only
     proposer_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
     solver_max_tokens: int | None = Field(None, ge=1)
+    sandbox: ToolSettings = ToolSettings(wall_s=5.0)  # coding: where the programs run
     lenient: bool = False  # a solver reply without <answer> tags or \boxed{}: its last number
     # held-out greedy accuracy of the solver (reasoning-gym families), before/after/eval_every
     eval_reasoning: list[TaskSpec] = []
