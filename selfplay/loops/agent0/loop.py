@@ -18,7 +18,8 @@ the same batches. Training steps map to (iteration, phase): each iteration runs
    into ``episode.pass_rate``, which sets each sample's advantage scale and ε_high.
 
 Every generated task is a row of ``tasks.jsonl`` (schema: docs/run-folder.md); the metrics and
-records live in ``records.py``.
+records live in ``records.py``, the reward forms in ``rewards.py``. With ``executor_tool: false``
+and R-Zero's reward forms this loop is R-Zero (docs/rzero.md).
 """
 
 from __future__ import annotations
