@@ -139,6 +139,15 @@ PROMPTS = {
                         "prefill": "<search> {{ question }} </search>"},
     "ssp_judge.yaml": {"name": "ssp_judge", "user": "{{ documents }} {{ question }}",
                        "prefill": "<answer> Python </answer>"},
+    # R-Zero (agent0, no tool): a boxed answer after closed thinking: format reward 1
+    "thinker.yaml": {"name": "thinker", "user": "{{ question }}",
+                     "prefill": "<think>2 + 3 = 5</think> \\boxed{5}. "},
+    # SQLM: a started arithmetic problem (the model's tokens finish it) and a given answer: the
+    # random model never writes a digit, so its own answers would all be None (no majority)
+    "sqlm_proposer.yaml": {"name": "sqlm_proposer", "user": "Write a problem.",
+                           "prefill": "What is 2 +"},
+    "sqlm_solver.yaml": {"name": "sqlm_solver", "user": "{{ question }}",
+                         "prefill": "<answer>5</answer> "},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -242,6 +251,36 @@ def experiments(folder: Path) -> dict[str, dict]:
                 "executor_group_size": 2, "probe_size": 0, "agreement_gate": True,
                 "reward_form": "code",
                 "tool": {"max_tool_turns": 1, "max_observation_tokens": 16, "pool_size": 1},
+            },
+        },
+        "rzero": {
+            **TINY,
+            "loop": "agent0",
+            "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "kl_coef": 0.01,
+                      "lora": {"r": 4, "alpha": 8}},
+            "advantage": {"estimator": "reinforce"},
+            "roles": {"curriculum": {"prompt": p["proposer.yaml"], "adapter": "own"},
+                      "executor": {"prompt": p["thinker.yaml"], "adapter": "own"}},
+            "agent0": {
+                "executor_tool": False, "reward_form": "rzero", "executor_reward": "format",
+                "curriculum_steps": 1, "executor_steps": 1, "samples_per_task": 2,
+                "proposal_group_size": 3, "pool_size": 2, "band": "code", "band_lo": 0.0,
+                "band_hi": 1.0, "executor_tasks_per_step": 1, "executor_group_size": 2,
+                "probe_size": 0, "proposer_reward": "golden_rewards:spread",
+            },
+        },
+        "sqlm": {
+            **TINY,
+            "loop": "sqlm",
+            "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "kl_coef": 0.001,
+                      "lora": {"r": 4, "alpha": 8}},
+            # REINFORCE: unanimous answers (solver reward 1 each) still train the solver
+            "advantage": {"estimator": "reinforce"},
+            "roles": {"proposer": {"prompt": p["sqlm_proposer.yaml"]},
+                      "solver": {"prompt": p["sqlm_solver.yaml"]}},
+            "sqlm": {
+                "proposal_groups": 1, "proposal_group_size": 2, "solver_samples": 3,
+                "proposer_update_every": 2, "proposer_reward": "paper",
             },
         },
         "azr": {
@@ -391,7 +430,7 @@ def same_value(expected, actual, numeric: bool) -> bool:
 
 
 @pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
-                                  "azr", "cure", "mae", "ssp"])
+                                  "azr", "cure", "mae", "ssp", "rzero", "sqlm"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}

@@ -14,6 +14,7 @@ from tests.conftest import tiny_config
 
 EIGHT_GPU = ["spiral-kuhn", "spiral-tictactoe", "spiral-multigame", "spice", "agent0",
              "rlvr-curriculum"]
+EIGHT_GPU += ["rzero", "sqlm"]
 ONE_GPU = ["spiral-kuhn-1gpu", "spice-1gpu", "agent0-1gpu"]
 
 

@@ -47,6 +47,7 @@ TITLES: dict[str, tuple[str, str]] = {
     "challenger/": ("Challenger", ""),
     "azr/": ("AZR", ""),
     "ssp/": ("SSP", ""),
+    "sqlm/": ("SQLM", ""),
     "reasoner/accuracy": ("Reasoner accuracy", "share of answers"),
 }
 

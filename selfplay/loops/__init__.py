@@ -30,6 +30,7 @@ LOOPS: dict[str, str] = {
     "cure": "selfplay.loops.cure:CureLoop",
     "mae": "selfplay.loops.mae:MaeLoop",
     "ssp": "selfplay.loops.ssp:SspLoop",
+    "sqlm": "selfplay.loops.sqlm:SqlmLoop",
 }
 
 

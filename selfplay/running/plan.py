@@ -52,6 +52,8 @@ KNOWN_MODELS = {
     "Qwen/Qwen3-4B-Base": (2560, 9728, 36, 32, 8, 128, 151936, True),
     "Qwen/Qwen3-8B-Base": (4096, 12288, 36, 32, 8, 128, 151936, False),
     "Qwen/Qwen3-1.7B-Base": (2048, 6144, 28, 16, 8, 128, 151936, True),
+    # SQLM's model; Qwen2.5 has q/k/v biases where Qwen3 has q/k norms: 2,304 more
+    # parameters a layer than the count below (83k in 3.1B), far under the plan's precision
     "Qwen/Qwen2.5-3B-Instruct": (2048, 11008, 36, 16, 2, 128, 151936, True),
 }
 

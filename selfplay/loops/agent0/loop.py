@@ -18,7 +18,8 @@ the same batches. Training steps map to (iteration, phase): each iteration runs
    into ``episode.pass_rate``, which sets each sample's advantage scale and ε_high.
 
 Every generated task is a row of ``tasks.jsonl`` (schema: docs/run-folder.md); the metrics and
-records live in ``records.py``.
+records live in ``records.py``, the reward forms in ``rewards.py``. With ``executor_tool: false``
+and R-Zero's reward forms this loop is R-Zero (docs/rzero.md).
 """
 
 from __future__ import annotations
@@ -28,17 +29,12 @@ import time
 from typing import Any
 
 import selfplay.loops.agent0.records as records
+import selfplay.loops.agent0.rewards as forms
 from curricula.answers import extract_answer, grade_answer
 from curricula.consistency import consensus, in_band_code, in_band_paper
 from curricula.curriculum import Curriculum, Group, groups_of
 from curricula.proposals import Proposal
-from curricula.rewards import (
-    bleu_clusters,
-    cluster_shares,
-    curriculum_reward_code,
-    curriculum_reward_paper,
-    resolve_reward,
-)
+from curricula.rewards import bleu_clusters, cluster_shares, resolve_reward
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.engines.tools import ToolSandbox
@@ -104,13 +100,18 @@ class Agent0Loop(Loop):
         return [(turn, self.kind.pose(task)) for turn, task in proposed]
 
     async def solve(self, policy: BatchingPolicy, proposal: Proposal) -> Solve:
-        """One executor rollout with the Python tool, judged by the task's kind."""
-        request = self.request(
-            EXECUTOR, max_new_tokens=self.settings.executor_max_tokens, question=proposal.question
-        )
-        rollout = await self.tool.rollout(policy, request)
-        answer, _ = extract_answer(rollout.turn.reply, lenient=True)
-        solve = Solve(rollout.turn, rollout.turn.reply, answer, rollout.tool_calls)
+        """One executor rollout (with the Python tool unless ``executor_tool`` is off), judged
+        by the task's kind."""
+        s = self.settings
+        request = self.request(EXECUTOR, max_new_tokens=s.executor_max_tokens,
+                               question=proposal.question)
+        if s.executor_tool:
+            rollout = await self.tool.rollout(policy, request)
+            turn, calls = rollout.turn, rollout.tool_calls
+        else:
+            turn, calls = self.turn(request, await policy(request), policy), 0
+        answer, _ = extract_answer(turn.reply, lenient=s.lenient_answers)
+        solve = Solve(turn, turn.reply, answer, calls)
         solve.correct = await self.kinds[proposal.kind].check(policy, proposal, answer)
         return solve
 
@@ -130,39 +131,14 @@ class Agent0Loop(Loop):
 
     # ---------------------------------------------------------------- rewards
     def curriculum_rewards(self, tasks: list[ScoredTask]) -> tuple[list[float], list[float]]:
-        """(reward, repetition penalty) per proposal: the composite of curricula/rewards.py."""
-        s = self.settings
-        questions = [t.proposal.question for t in tasks if t.proposal.valid]
-        shares = iter(cluster_shares(bleu_clusters(questions, s.repetition_threshold)))
-        rewards, penalties = [], []
-        for task in tasks:
-            penalty = s.repetition_weight * next(shares) if task.proposal.valid else 0.0
-            if s.reward_form == "paper":
-                reward = curriculum_reward_paper(
-                    task.proposal.valid, task.p_hat, task.tool_calls, penalty,
-                    reward=self.proposer_reward, lambda_unc=s.lambda_unc,
-                    lambda_tool=s.lambda_tool, gamma=s.tool_gamma, cap=s.tool_cap,
-                )
-            else:
-                reward = curriculum_reward_code(
-                    task.proposal.valid, task.p_hat, task.proposal.text, penalty,
-                    agrees=task.agrees if s.agreement_gate else None,
-                    reward=self.proposer_reward, gamma=s.tool_gamma, cap=s.tool_cap,
-                )
-            rewards.append(reward)
-            penalties.append(penalty)
-        return rewards, penalties
+        """(reward, repetition penalty) per proposal (``rewards.py``: the settings' form)."""
+        return forms.curriculum_rewards(self.settings, tasks, self.proposer_reward)
 
     def in_band(self, p_hat: float) -> bool:
         s = self.settings
         if s.band == "paper":
             return in_band_paper(p_hat, s.band_delta)
         return in_band_code(p_hat, s.band_lo, s.band_hi)
-
-    def executor_reward(self, correct: bool) -> float:
-        if correct:
-            return 1.0
-        return -1.0 if self.settings.executor_reward == "signed" else 0.0
 
     # ---------------------------------------------------------------- one step
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
@@ -240,7 +216,7 @@ class Agent0Loop(Loop):
                 loop=self.name,
                 env=f"agent0-{self.settings.task_kind}",
                 turns=[solve.turn],
-                rewards={EXECUTOR: self.executor_reward(correct)},
+                rewards={EXECUTOR: forms.executor_reward(self.settings, correct, solve.text)},
                 group_id=f"s{step}-{task['task_id']}",
                 pass_rate=task["p_hat"],  # ADPO: scale and ε_high from p̂
                 info={

@@ -27,7 +27,8 @@ class Agent0Settings(LoopSettings):
     proposal_group_size: int = Field(8, ge=2)
     curriculum_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
     # the composite curriculum reward (curricula/rewards.py)
-    reward_form: Literal["paper", "code"] = "paper"
+    # paper / released Agent0 code / released R-Zero code (docs/rzero.md)
+    reward_form: Literal["paper", "code", "rzero"] = "paper"
     proposer_reward: str | None = None  # p̂ → reward by name; None: the form's uncertainty
     lambda_unc: float = Field(1.0, ge=0)
     lambda_tool: float = Field(1.0, ge=0)
@@ -44,7 +45,11 @@ class Agent0Settings(LoopSettings):
     band_hi: float = Field(0.8, ge=0, le=1)
     executor_tasks_per_step: int = Field(4, ge=1)
     executor_group_size: int = Field(8, ge=2)
-    executor_reward: Literal["binary", "signed"] = "binary"  # 1/0 (paper) or +1/−1 (code)
+    # 1/0 (paper), +1/−1 (Agent0's code), or (1 − w)·correct + w·format (R-Zero's code)
+    executor_reward: Literal["binary", "signed", "format"] = "binary"
+    executor_format_weight: float = Field(0.1, ge=0, le=1)  # w of executor_reward: format
+    executor_tool: bool = True  # False: plain generations, no Python tool (R-Zero)
+    lenient_answers: bool = True  # an executor reply with no \boxed{} answers its last number
     executor_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
     verify_timeout_s: float = Field(5.0, gt=0)  # math-verify, per comparison
     code_io_modes: list[Literal["deduction", "abduction"]] = ["deduction", "abduction"]
@@ -53,8 +58,8 @@ class Agent0Settings(LoopSettings):
     probe: list[TaskSpec] = [TaskSpec(name="basic_arithmetic")]
     probe_size: int = Field(16, ge=0)
 
-    def tool_settings(self) -> ToolSettings:
-        return self.tool
+    def tool_settings(self) -> ToolSettings | None:
+        return self.tool if self.executor_tool else None
 
     @model_validator(mode="after")
     def _band_ordered(self) -> Agent0Settings:
