@@ -24,8 +24,6 @@ group's mean and spread are the code's) but gives no sample (``samples``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from curricula.sqlm_rewards import (
     proposer_reward,
     proposer_reward_coding,
@@ -39,33 +37,11 @@ from selfplay.engines.tools import ToolSandbox
 from selfplay.loops.base import Loop, LoopSpec
 from selfplay.loops.reasoning import build_tasks, reasoning_accuracy
 from selfplay.loops.sqlm.coding import program_score
-from selfplay.loops.sqlm.records import step_metrics, task_row
+from selfplay.loops.sqlm.records import Proposal, step_metrics, task_row
 from selfplay.loops.sqlm.settings import SqlmSettings
 from selfplay.types import Collected, Episode, Sample, Turn
 
 PROPOSER, SOLVER = "proposer", "solver"
-
-
-@dataclass
-class Proposal:
-    """One proposer reply, its question (None: masked) and the solver's N answers to it."""
-
-    index: int
-    turn: Turn
-    reply: str
-    question: str | None
-    answers: list[str | None] = field(default_factory=list)
-    solver_rewards: list[float] = field(default_factory=list)
-    reward: float = 0.0
-    tests: list[tuple[str, str]] = field(default_factory=list)  # coding: (stdin, stdout)
-
-    @property
-    def valid(self) -> bool:
-        return self.question is not None
-
-    @property
-    def m_maj(self) -> float:
-        return sum(self.solver_rewards)
 
 
 class SqlmLoop(Loop):

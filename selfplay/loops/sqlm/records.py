@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from curricula.sqlm_rewards import majority
-from selfplay.types import TaskRow
+from selfplay.types import TaskRow, Turn
 
-if TYPE_CHECKING:
-    from selfplay.loops.sqlm.loop import Proposal
+
+@dataclass
+class Proposal:
+    """One proposer reply, its question (None: masked) and the solver's N answers to it."""
+
+    index: int
+    turn: Turn
+    reply: str
+    question: str | None
+    answers: list[str | None] = field(default_factory=list)
+    solver_rewards: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    tests: list[tuple[str, str]] = field(default_factory=list)  # coding: (stdin, stdout)
+
+    @property
+    def valid(self) -> bool:
+        return self.question is not None
+
+    @property
+    def m_maj(self) -> float:
+        return sum(self.solver_rewards)
 
 
 def mean(values: list[float]) -> float:
