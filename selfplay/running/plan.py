@@ -52,6 +52,7 @@ KNOWN_MODELS = {
     "Qwen/Qwen3-4B-Base": (2560, 9728, 36, 32, 8, 128, 151936, True),
     "Qwen/Qwen3-8B-Base": (4096, 12288, 36, 32, 8, 128, 151936, False),
     "Qwen/Qwen3-1.7B-Base": (2048, 6144, 28, 16, 8, 128, 151936, True),
+    "Qwen/Qwen2.5-7B-Instruct": (3584, 18944, 28, 28, 4, 128, 152064, False),  # SPELL
 }
 
 
