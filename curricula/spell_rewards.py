@@ -99,7 +99,7 @@ def parse_vote(reply: str) -> int:
 # ---------------------------------------------------------------------- the verifier
 def majority(votes: Sequence[int]) -> int:
     """The most common vote (YES 1, NO 0, unparsable −1); a tie goes to the vote cast first
-    (``Counter.most_common`` keeps first-seen order among equals)."""
+    (collections.Counter keeps first-seen order among equals)."""
     return Counter(votes).most_common(1)[0][0] if votes else UNPARSABLE
 
 

@@ -121,7 +121,8 @@ PROMPTS = {
     # "pass", so the rule score varies; the verifier's votes are "no" glued to the model's
     # piece (unparsable) or a NO, so its split groups train and the responder earns the rule
     "spell_questioner.yaml": {"name": "spell_questioner", "user": "{{ context }} {{ examples }}",
-                              "prefill": "Question: Which statement does nothing?\nAnswer: pass\nNote:"},
+                              "prefill": "Question: Which statement does nothing?\n"
+                                         "Answer: pass\nNote:"},
     "spell_responder.yaml": {"name": "spell_responder", "user": "{{ context }} {{ question }}",
                              "prefill": "The answer is pass"},
     "spell_verifier.yaml": {"name": "spell_verifier",

@@ -83,7 +83,8 @@ def test_votes_parse_to_yes_no_or_unparsable(reply: str, vote: int) -> None:
 # ---------------------------------------------------------------------- the verifier
 def test_the_majority_is_the_most_common_vote_first_cast_on_a_tie() -> None:
     assert majority([1, 1, 0]) == 1
-    assert majority([0, 1, 1, 0]) == 0  # 2–2: the vote cast first
+    assert majority([0, 1, 0, 1]) == 0  # 2–2: the vote cast first
+    assert majority([1, 0, 0, 1]) == 1
     assert majority([-1, -1, 1]) == UNPARSABLE
     assert majority([]) == UNPARSABLE
 

@@ -1,8 +1,8 @@
-"""SPELL's curriculum over document clusters (docs/spell.md#the-curriculum): the corpus chunks
+"""SPELL's curriculum over document clusters (docs/algorithms.md#spell): the corpus chunks
 grouped by their source, and per cluster a memory of up to ``memory_size`` accepted
 (evidence, question, answer) entries. The next questioner context holds all past evidence plus
 ``new_documents`` unseen ones, with the past questions as examples, so it grows each round
-(the released code's ``spell_dataset.py``); a token budget caps it, oldest evidence first.
+(the released code's spell dataset); a token budget caps it, oldest evidence first.
 """
 
 from __future__ import annotations

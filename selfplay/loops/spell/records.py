@@ -84,8 +84,8 @@ class Proposal:
         question, reference = self.parsed if self.parsed else (self.reply, None)
         return TaskRow(
             step=step, loop="spell", task_id=f"s{step}-q{self.index}", question=question,
-            phase="questioner", kind="document_qa", iteration=len(self.plan.examples),
-            answer=reference, answer_type="free" if self.parsed else None, valid=self.valid,
+            phase="questioner", kind="qa", iteration=len(self.plan.examples),
+            answer=reference, answer_type="string" if self.parsed else None, valid=self.valid,
             p_hat=self.mean_reward if self.answers else None, samples=len(self.answers),
             solver_answers=[a.answer for a in self.answers], reward=self.reward,
             kept=self.accepted, document=self.cluster_name,
