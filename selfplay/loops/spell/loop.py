@@ -138,8 +138,7 @@ class SpellLoop(Loop):
     # ---------------------------------------------------------------- one step
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
         s, tokenizer = self.settings, policy.tokenizer
-        drawn = self.curriculum.draw(min(s.clusters_per_step, len(self.clusters.names)), step)
-        plans = [self.clusters.plan(int(c), s.new_documents, self.rng) for c in drawn]
+        plans = [self.clusters.plan(c, s.new_documents, self.rng) for c in self.draw(step)]
         proposals = await policy.gather(
             self.propose(policy, k * s.questions_per_cluster + j, plan, step)
             for k, plan in enumerate(plans) for j in range(s.questions_per_cluster))
@@ -163,6 +162,15 @@ class SpellLoop(Loop):
                          self.curriculum.metrics(step) | step_metrics(proposals,
                                                                       s.context_budget(step)),
                          [p.row(step) for p in proposals])
+
+    def draw(self, step: int) -> list[int]:
+        """``clusters_per_step`` clusters drawn by the curriculum, distinct while there are
+        enough (then the rest with replacement, so the batch keeps its size)."""
+        count, known = self.settings.clusters_per_step, len(self.clusters.names)
+        drawn = self.curriculum.draw(min(count, known), step).tolist()
+        if count > known:
+            drawn += self.curriculum.draw(count - known, step, replace=True).tolist()
+        return [int(c) for c in drawn]
 
     def score(self, proposals: list[Proposal], step: int) -> None:
         """Every reward of the step, which groups train, and the clusters' memories."""
