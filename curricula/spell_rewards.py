@@ -37,12 +37,12 @@ _VOTE = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------- parsing
-def parse_question(reply: str) -> tuple[str, str] | None:
+def parse_question(reply: str, max_words: int = MAX_ANSWER_WORDS) -> tuple[str, str] | None:
     """(question, reference answer) from a questioner's reply, or None (bad format).
 
     The first ``Question:`` and the first ``Answer:`` after it (one line each), or the first
     ``<question>`` and ``<answer>`` pairs. Bad format: either part missing or empty, or an
-    answer longer than ``MAX_ANSWER_WORDS`` words, or one the question already contains."""
+    answer longer than ``max_words`` words, or one the question already contains."""
     fields: dict[str, str] = {}
     for match in _FIELD.finditer(reply):
         name = (match.group(1) or match.group(3)).lower()
@@ -51,7 +51,7 @@ def parse_question(reply: str) -> tuple[str, str] | None:
             continue  # an answer before any question is not this question's
         fields.setdefault(name, value)
     question, answer = fields.get("question", ""), fields.get("answer", "")
-    if not question or not answer or len(answer.split()) > MAX_ANSWER_WORDS:
+    if not question or not answer or len(answer.split()) > max_words:
         return None
     if not normalise_text(answer) or contains(normalise_text(question), normalise_text(answer)):
         return None  # an answer written out in its own question asks nothing

@@ -179,3 +179,9 @@ def test_the_questioner_batch_is_one_group_and_each_question_and_answer_its_own(
     root = 1 / math.sqrt(2)
     assert by_role["verifier"] == pytest.approx([root, root, -math.sqrt(2)] * 2, **GRPO_EPS)
     assert {e.group_id for e in episodes if e.env == "questioner"} == {"s3-questioner"}
+
+
+def test_the_answer_word_bound_is_a_setting() -> None:
+    reply = "Question: Which statements loop?\nAnswer: for and while"
+    assert parse_question(reply, max_words=3) == ("Which statements loop?", "for and while")
+    assert parse_question(reply, max_words=2) is None

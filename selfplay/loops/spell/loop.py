@@ -58,6 +58,9 @@ class SpellLoop(Loop):
         self.questioner_reward = lambda r_bar, bad: rules.questioner_reward(
             r_bar, s.questioner_reward, bad, s.sigma)
         self.documents = load_documents(s)
+        if s.max_clusters is not None:  # the first N sources' documents
+            sources = list(dict.fromkeys(d.source for d in self.documents))[: s.max_clusters]
+            self.documents = [d for d in self.documents if d.source in set(sources)]
         self.clusters = Clusters.by_source([d.source for d in self.documents])
         # the clusters are the curriculum's tasks (family: the cluster's source)
         self.curriculum = Curriculum(config.curriculum, seed=config.seed)
@@ -107,7 +110,7 @@ class SpellLoop(Loop):
         return Proposal(index, plan, self.clusters.names[plan.cluster],
                         len(policy.tokenizer(text, add_special_tokens=False).input_ids),
                         self.turn(request, completion, policy), completion.reply,
-                        rules.parse_question(completion.reply))
+                        rules.parse_question(completion.reply, s.max_answer_words))
 
     async def respond(self, policy: BatchingPolicy, proposal: Proposal, context: str) -> Answer:
         s = self.settings

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from curricula.spell_rewards import SIGMA
+from curricula.spell_rewards import MAX_ANSWER_WORDS, SIGMA
 from selfplay.loops.base import LoopSettings
 from selfplay.loops.reasoning import TaskSpec
 
@@ -20,6 +20,7 @@ class SpellSettings(LoopSettings):
 
     corpus: str | None = None  # None: corpora.DEFAULT_CORPUS (built on first use)
     corpus_cache: str | None = None  # None: the corpora package's cache folder
+    max_clusters: int | None = Field(None, ge=1)  # only the corpus's first N sources (None: all)
     clusters_per_step: int = Field(4, ge=1)  # clusters drawn by `curriculum.sampler` each step
     questions_per_cluster: int = Field(1, ge=1)  # questioner samples per cluster
     new_documents: int = Field(5, ge=1)  # unseen documents added to the questioner's context
@@ -42,6 +43,8 @@ class SpellSettings(LoopSettings):
     # 1/8), eligible groups drawn at random; None: every eligible group
     verifier_fraction: float | None = Field(0.125, gt=0)
     balance_bad: bool = True  # bad questions (format, grounding) trained at most 1:1 with good
+    # a longer reference answer is a bad-format question (our bound: the code's was not checked)
+    max_answer_words: int = Field(MAX_ANSWER_WORDS, ge=1)
     questioner_reward: Literal["gaussian", "reverse", "rzero"] = "gaussian"
     sigma: float = Field(SIGMA, gt=0)  # width of the gaussian questioner reward
     questioner_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
