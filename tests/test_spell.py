@@ -103,3 +103,10 @@ def test_the_golden_run_counts_short_clusters_instead_of_failing() -> None:
     """The golden config asks for more new documents than some pydoc-few topics hold."""
     metrics = json.loads(GOLDEN.read_text())["metrics"]
     assert sum(row.get("spell/short_documents", 0) for row in metrics) > 0
+
+
+def test_the_held_out_evaluation_answers_as_the_responder() -> None:
+    from selfplay.evaluation.evaluate import solver_role
+
+    assert solver_role(load_experiment("spell-cpu")) == "responder"
+    assert load_experiment("spell-cpu").settings.trained_families() == set()  # corpora only
