@@ -148,6 +148,18 @@ PROMPTS = {
                            "prefill": "What is 2 +"},
     "sqlm_solver.yaml": {"name": "sqlm_solver", "user": "{{ question }}",
                          "prefill": "<answer>5</answer> "},
+    # SPELL: the reference is "pass" (the model writes a note on the line after it) and the
+    # responder's answer "pass" followed by the model's word piece: a whole word or glued to
+    # "pass", so the rule score varies; the verifier's votes are "no" glued to the model's
+    # piece (unparsable) or a NO, so its split groups train and the responder earns the rule
+    "spell_questioner.yaml": {"name": "spell_questioner", "user": "{{ context }} {{ examples }}",
+                              "prefill": "Question: Which statement does nothing?\n"
+                                         "Answer: pass\nNote:"},
+    "spell_responder.yaml": {"name": "spell_responder", "user": "{{ context }} {{ question }}",
+                             "prefill": "The answer is pass"},
+    "spell_verifier.yaml": {"name": "spell_verifier",
+                            "user": "{{ question }} {{ reference }} {{ response }}",
+                            "prefill": "no"},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -343,6 +355,24 @@ def experiments(folder: Path) -> dict[str, dict]:
                 "judge_max_tokens": 4,
             },
         },
+        "spell": {
+            **TINY,
+            "loop": "spell",
+            "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
+            "roles": {"questioner": {"prompt": p["spell_questioner.yaml"]},
+                      "responder": {"prompt": p["spell_responder.yaml"]},
+                      "verifier": {"prompt": p["spell_verifier.yaml"]}},
+            "spell": {
+                "corpus": "pydoc-few",
+                "corpus_cache": str(folder / "cache" / "corpora"),
+                "clusters_per_step": 3, "questions_per_cluster": 2,
+                "new_documents": 3,  # more than the short topics hold: counted, not a crash
+                "document_max_tokens": 16, "context_tokens": 24, "context_growth": 8,
+                "responder_context_tokens": 40, "closed_book_samples": 1,
+                "responder_samples": 2, "verifier_votes": 3, "verifier_fraction": None,
+                "balance_bad": True, "verifier_max_tokens": 2,
+            },
+        },
     }
 
 
@@ -430,7 +460,8 @@ def same_value(expected, actual, numeric: bool) -> bool:
 
 
 @pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
-                                  "azr", "cure", "mae", "ssp", "rzero", "sqlm"])
+                                  "azr", "cure", "mae", "ssp", "rzero", "sqlm",
+                                  "spell"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}

@@ -39,7 +39,7 @@ HELDOUT_FAMILIES = (
     "number_sorting", "fraction_simplification", "prime_factorization", "word_sorting",
 )
 SUITE_SEED = 20_251_123  # fixed: every run is evaluated on the same problems
-SOLVER_ROLES = ("solver", "executor", "reasoner", "player")
+SOLVER_ROLES = ("solver", "executor", "reasoner", "player", "responder")
 
 
 @dataclass

@@ -31,6 +31,7 @@ LOOPS: dict[str, str] = {
     "mae": "selfplay.loops.mae:MaeLoop",
     "ssp": "selfplay.loops.ssp:SspLoop",
     "sqlm": "selfplay.loops.sqlm:SqlmLoop",
+    "spell": "selfplay.loops.spell:SpellLoop",
 }
 
 

@@ -55,6 +55,7 @@ KNOWN_MODELS = {
     # SQLM's model; Qwen2.5 has q/k/v biases where Qwen3 has q/k norms: 2,304 more
     # parameters a layer than the count below (83k in 3.1B), far under the plan's precision
     "Qwen/Qwen2.5-3B-Instruct": (2048, 11008, 36, 16, 2, 128, 151936, True),
+    "Qwen/Qwen2.5-7B-Instruct": (3584, 18944, 28, 28, 4, 128, 152064, False),  # SPELL
 }
 
 
