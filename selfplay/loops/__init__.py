@@ -28,6 +28,7 @@ LOOPS: dict[str, str] = {
     "spice": "selfplay.loops.spice:SpiceLoop",
     "azr": "selfplay.loops.azr:AzrLoop",
     "cure": "selfplay.loops.cure:CureLoop",
+    "verifiers": "selfplay.loops.verifiers:VerifiersLoop",
 }
 
 
