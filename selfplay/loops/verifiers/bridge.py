@@ -78,15 +78,27 @@ class PolicyClient(vf.Client):
     def __init__(
         self,
         policy: BatchingPolicy,
-        request_for: Callable[[str, list[dict[str, str]], int | None], Request],
+        request_for: Callable[[str, list[dict[str, str]], int | None, str], Request],
         turn_for: Callable[[Request, Any], Turn],
     ) -> None:
         self.policy = policy
         self.request_for = request_for
         self.turn_for = turn_for
         self.turns: dict[str, list[Turn]] = defaultdict(list)  # by trace id
+        # trace id → where the trace sits in the step ("s3-t5-1/0": episode, agent run), so a
+        # call's sampling seed depends on what it is, not on which call reached us first
+        self.origins: dict[str, str] = {}
         self.key = f"selfplay-{next(_ids)}"
         _CLIENTS[self.key] = self
+
+    def watch(self, episode: str) -> Callable[[vf.Trace], None]:
+        """An ``on_trace`` hook naming the traces of ``episode`` in the order they start."""
+        started = itertools.count()
+
+        def minted(trace: vf.Trace) -> None:
+            self.origins[trace.id] = f"{episode}/{next(started)}"
+
+        return minted
 
     def config(self) -> PolicyClientConfig:
         return PolicyClientConfig(selfplay_client=self.key)
@@ -98,11 +110,13 @@ class PolicyClient(vf.Client):
                            headers=None) -> vf.Response:
         role = str(body.get("model", ""))
         messages = [wire_message(m) for m in body.get("messages", [])]
-        request = self.request_for(role, messages, sampling.max_tokens)
+        trace = session_id or ""
+        origin = f"{self.origins.get(trace, trace)}/{len(self.turns[trace])}"
+        request = self.request_for(role, messages, sampling.max_tokens, origin)
         completion = await self.policy(request)
-        self.turns[session_id or ""].append(self.turn_for(request, completion))
+        self.turns[trace].append(self.turn_for(request, completion))
         response = vf.Response(
-            id=f"selfplay-{session_id}-{len(self.turns[session_id or ''])}",
+            id=f"selfplay-{origin}",
             created=int(time.time()),
             model=role,
             message=vf.AssistantMessage(content=completion.reply),
@@ -237,6 +251,16 @@ def load_env(env_id: str, args: Mapping[str, Any], agents: Mapping[str, dict]) -
         return cls(config_cls.model_validate(data))
     except Exception as exc:  # noqa: BLE001 - any construction failure is a config problem
         raise UserError(f"verifiers.env: {env_id!r}: {one_line(exc)}") from None
+
+
+def read_tasks(env: vf.Env, limit: int, name: str) -> list[vf.Task]:
+    """The taskset's first ``limit`` tasks; a taskset that cannot load (missing data, a
+    download this machine cannot make) → one line."""
+    try:
+        return list(env.taskset.take(limit))
+    except Exception as exc:  # noqa: BLE001 - the taskset's own code: any failure is its input
+        raise UserError(f"verifiers.env: {name!r}: its taskset failed to load: "
+                        f"{one_line(exc)}") from None
 
 
 def one_line(exc: BaseException) -> str:

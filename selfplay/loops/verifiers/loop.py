@@ -25,6 +25,8 @@ written with its errors in ``info``, counted in ``verifiers/failed_episodes``, n
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import statistics
 from typing import Any
 
@@ -78,7 +80,7 @@ class VerifiersLoop(Loop):
         overrides = {agent: {**settings.agents.get(agent, {}), "model": agent}
                      for agent in self.agents}  # the request's model names its agent
         self.env = bridge.load_env(self.env_id, settings.args, overrides)
-        self.tasks = list(self.env.taskset.take(settings.max_tasks))
+        self.tasks = bridge.read_tasks(self.env, settings.max_tasks, settings.env)
         if not self.tasks:
             raise UserError(f"verifiers.env: {settings.env} has no tasks (args: {settings.args})")
         self.curriculum = Curriculum(config.curriculum, seed=config.seed)
@@ -88,10 +90,11 @@ class VerifiersLoop(Loop):
 
     # ---------------------------------------------------------------- one model call
     def role_request(self, role: str, messages: list[dict[str, str]], greedy: bool,
-                     vf_max_tokens: int | None) -> Request:
+                     vf_max_tokens: int | None, origin: str) -> Request:
         """The request for one of ``role``'s calls: the environment's conversation under the
         role's prompt settings (its system text when the conversation has none, its user
-        template around each user message, its prefill) and sampling."""
+        template around each user message, its prefill) and sampling, seeded by the call's
+        ``origin`` (episode, agent run, call: the same whatever order calls arrive in)."""
         if role not in self.agents:
             raise ValueError(f"no role for model {role!r}")
         prompt = self.prompts[role]
@@ -102,18 +105,22 @@ class VerifiersLoop(Loop):
         ]
         if prompt.system and not any(m["role"] == "system" for m in rendered):
             rendered.insert(0, {"role": "system", "content": prompt.system})
-        sampling = bridge.sampling_for(self.sampling(role, greedy), vf_max_tokens)
+        seed = random.Random(f"{self.config.seed}/{origin}").randrange(2**31)
+        sampling = dataclasses.replace(self.sampling(role, greedy), seed=seed)
+        sampling = bridge.sampling_for(sampling, vf_max_tokens)
         return Request(role=role, messages=rendered, sampling=sampling,
                        adapter=self.config.roles[role].adapter_name(role),
                        prefill=prompt.render_prefill(**{FIELD: ""}))
 
     # ---------------------------------------------------------------- one episode
-    async def episode(self, client: bridge.PolicyClient, index: int, group: str) -> Episode:
-        """One verifiers episode of task ``index`` as our ``Episode``."""
+    async def episode(self, client: bridge.PolicyClient, index: int, group: str,
+                      key: str) -> Episode:
+        """One verifiers episode of task ``index`` as our ``Episode`` (``key``: its name in
+        the step, which seeds its sampling)."""
         context = vf.ModelContext(model="selfplay", client=client.config(),
                                   sampling=vf.Sampling())
-        task = self.tasks[index]
-        played = await self.env.run_episode(task, context)
+        played = await self.env.run_episode(self.tasks[index], context,
+                                            on_trace=client.watch(key))
         return self.to_episode(played, client, index, group)
 
     def to_episode(self, played: vf.Episode, client: bridge.PolicyClient, index: int,
@@ -146,14 +153,15 @@ class VerifiersLoop(Loop):
         """``size`` episodes of each task, all at once, inside the environment's serving."""
         client = bridge.PolicyClient(
             policy,
-            lambda role, messages, cap: self.role_request(role, messages, greedy, cap),
+            lambda role, messages, cap, origin: self.role_request(role, messages, greedy, cap,
+                                                                  origin),
             lambda request, completion: self.turn(request, completion, policy),
         )
         try:
             async with self.env.serving():
                 return await policy.gather(
-                    self.episode(client, task, f"{prefix}-t{task}")
-                    for task in tasks for _ in range(size))
+                    self.episode(client, task, f"{prefix}-t{task}", f"{prefix}-t{task}-{j}")
+                    for task in tasks for j in range(size))
         finally:
             client.forget()
 
