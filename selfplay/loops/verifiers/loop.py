@@ -68,6 +68,10 @@ class VerifiersLoop(Loop):
         self.agents = bridge.agent_names(bridge.env_class(self.env_id))
         self.spec = LoopSpec(roles={agent: (FIELD,) for agent in self.agents},
                              tasks=f"tasks of {settings.env}")
+        for agent in self.agents:
+            if agent not in config.roles:
+                raise UserError(f"roles: agent `{agent}` of {settings.env} has no role; name "
+                                f"every agent in `roles:` (its agents: {', '.join(self.agents)})")
         for agent in settings.agents:
             if agent not in self.agents:
                 raise UserError(f"verifiers.agents.{agent}: {settings.env} has no such agent "
@@ -178,14 +182,16 @@ class VerifiersLoop(Loop):
 
     def groups(self, tasks: list[int], episodes: list[Episode]) -> list[Group]:
         """One ``Group`` per task of its episodes that did not fail, graded on the score
-        agent's reward (``success_at``)."""
+        agent's reward (``success_at``); a task whose episodes all failed has none (the
+        curriculum learns nothing from it)."""
         size = self.settings.group_size
         groups = []
         for k, task in enumerate(tasks):
             members = [e for e in episodes[k * size:(k + 1) * size] if not e.info.get("failed")]
             rewards = [e.rewards.get(self.score_agent, 0.0) for e in members]
-            groups.append(Group(task, float(sum(r >= self.settings.success_at for r in rewards)),
-                                len(members), rewards, members))
+            successes = float(sum(r >= self.settings.success_at for r in rewards))
+            if members:
+                groups.append(Group(task, successes, len(members), rewards, members))
         return groups
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
