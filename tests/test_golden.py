@@ -116,6 +116,11 @@ PROMPTS = {
     "cure_tester.yaml": {"name": "cure_tester",
                          "user": "{{ problem }} {{ example_input }} {{ example_output }}",
                          "prefill": "Input:\n```\n3\n```\nOutput:\n```\n6"},
+    # verifiers (propose_solve): the proposer's reply starts with a problem the environment
+    # parses (within bound 5, not 1), the solver's with its sum
+    "vf_proposer.yaml": {"name": "vf_proposer", "user": "{{ message }}",
+                         "prefill": "What is 2 + 3? "},
+    "vf_solver.yaml": {"name": "vf_solver", "user": "{{ message }}", "prefill": "5 "},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -252,6 +257,19 @@ def experiments(folder: Path) -> dict[str, dict]:
             "cure": {"order": "file", "max_problems": 2, "problems_per_step": 2, "codes": 3,
                      "tests": 3, "max_gt_tests": 2, "time_limit_s": 1.0, "pool_size": 1},
         },
+        "verifiers": {
+            **TINY,
+            "loop": "verifiers",
+            "train": {"steps": 2, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
+            # REINFORCE: the solver's sum is always right, so its group rewards are equal
+            "advantage": {"estimator": "reinforce"},
+            "roles": {"proposer": {"prompt": p["vf_proposer.yaml"], "adapter": "own"},
+                      "solver": {"prompt": p["vf_solver.yaml"], "adapter": "own"}},
+            "verifiers": {"env": "selfplay.loops.verifiers.envs.propose_solve",
+                          # bound 1: "2 + 3" is malformed there (reward 0, no solver)
+                          "args": {"num_tasks": 4, "bounds": [1, 5]}, "tasks_per_step": 2,
+                          "group_size": 2, "eval_size": 1},
+        },
     }
 
 
@@ -338,7 +356,8 @@ def same_value(expected, actual, numeric: bool) -> bool:
 
 
 @pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
-                                  "azr", "cure"])
+                                  "azr", "cure",
+                                  "verifiers"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}

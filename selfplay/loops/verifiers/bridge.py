@@ -1,13 +1,13 @@
 """What ties a verifiers v1 environment to our policy (docs/verifiers.md).
 
 verifiers runs every agent through a *harness* whose model calls reach an *interception
-server*, which asks a ``vf.Client`` for each reply and records it on the agent's ``Trace``.
+server*, which asks a verifiers' ``Client`` for each reply and records it on the agent's ``Trace``.
 Two pieces of ours plug in there:
 
-- ``PolicyClient``: the ``vf.Client`` the interception server uses for our runs. Its
+- ``PolicyClient``: the verifiers' ``Client`` the interception server uses for our runs. Its
   ``get_response`` turns the OpenAI-style request into one of our ``Request``s (the agent's
   role: its prompt settings, sampling and adapter), awaits our ``BatchingPolicy`` (so every
-  live episode's calls share engine batches) and answers with ``Response.tokens`` made of the
+  live episode's calls share engine batches) and answers with the response's ``tokens`` made of the
   engine's own ids and log-probs: the trace never re-tokenises. It keeps the same call as our
   ``Turn`` under the trace's id, which is what the learner trains on.
 - ``ChatHarness`` (harness id ``selfplay_chat``): a chat harness that runs in-process (the
@@ -191,7 +191,7 @@ __all__ = ["ChatHarness"]  # what verifiers' loader reads: the one Harness subcl
 
 
 def taskset_id(name: str) -> str:
-    """The verifiers id of ``name``: an installed id as is; an import path (``pkg.mod``) is
+    """The verifiers id of ``name``: an installed id as is; an import path (dots: a module path) is
     imported and registered as ``verifiers.v1.tasksets.<last part>`` (verifiers' loader
     imports ids as that or as a top-level module, never a dotted path)."""
     if "." not in name or "/" in name:

@@ -1,7 +1,7 @@
 """A verifiers v1 environment as a loop (docs/verifiers.md): ``loop: verifiers`` with
 ``verifiers: {env: NAME, args: {...}}``.
 
-The environment (single-agent, or a multi-agent ``vf.Env``) is loaded from its name: an
+The environment (single-agent, or a multi-agent verifiers ``Env``) is loaded from its name: an
 installed verifiers id (``alphabet-sort``) or an import path of a module written in the
 verifiers style (``selfplay.loops.verifiers.envs.arithmetic``); ``args`` are its taskset's
 settings. Every agent of the environment is a role of ours (the experiment's ``roles:`` names
@@ -16,7 +16,7 @@ agent's trace with its rubric (``@vf.reward`` functions, ``record_reward`` in ``
 an agent's reward is its trace's weighted sum (the mean over its traces when it ran more than
 once), and reaches the learner unchanged as the episode's reward for that role. The turns the
 learner sees are the engine's own token ids and log-probs, which also fill the traces'
-``Response.tokens`` (``bridge.PolicyClient``). Advantages are the experiment's (group-relative
+the response's ``tokens`` (``bridge.PolicyClient``). Advantages are the experiment's (group-relative
 per role by default, RAE with ``advantage.estimator: rae``).
 
 An episode that fails (its rubric or the environment's code raised, a harness error) is kept:
@@ -202,14 +202,16 @@ class VerifiersLoop(Loop):
         episodes = await self.play(policy, list(range(size)), 1, "eval", greedy=True)
         return {f"eval/{k.split('/', 1)[1]}": v
                 for k, v in step_metrics(episodes, self.agents).items()
-                if k.startswith("verifiers/reward/") or k == "verifiers/failed_rate"}
+                if k.startswith(("verifiers/reward/", "verifiers/played_rate/"))
+                or k == "verifiers/failed_rate"}
 
     def close(self) -> None:
         self.env = None  # type: ignore[assignment]
 
 
 def step_metrics(episodes: list[Episode], agents: list[str]) -> dict[str, float]:
-    """Failed episodes, each agent's mean reward, play rate and reply length (tokens)."""
+    """Failed episodes; each agent's play rate, and its mean reward and reply length (tokens)
+    over the episodes it played in (none when it played in none: a 0 would read as a reward)."""
     count = max(len(episodes), 1)
     done = [e for e in episodes if not e.info.get("failed")]
     metrics = {"verifiers/episodes": float(len(episodes)),
@@ -218,9 +220,10 @@ def step_metrics(episodes: list[Episode], agents: list[str]) -> dict[str, float]
     for agent in agents:
         rewards = [e.rewards[agent] for e in done if agent in e.rewards]
         turns = [t for e in done for t in e.turns if t.role == agent]
-        metrics[f"verifiers/reward/{agent}"] = statistics.fmean(rewards) if rewards else 0.0
         metrics[f"verifiers/played_rate/{agent}"] = len(rewards) / count
-        metrics[f"verifiers/reply_tokens/{agent}"] = (
-            statistics.fmean(len(t.completion_ids) for t in turns) if turns else 0.0)
+        if rewards:
+            metrics[f"verifiers/reward/{agent}"] = statistics.fmean(rewards)
+        if turns:
+            metrics[f"verifiers/reply_tokens/{agent}"] = statistics.fmean(
+                len(t.completion_ids) for t in turns)
     return metrics
-
