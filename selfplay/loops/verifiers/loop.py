@@ -33,12 +33,12 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
+import selfplay.loops.verifiers.bridge as bridge
 from curricula.curriculum import Curriculum, Group
 from selfplay.config import ExperimentConfig
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec
-from selfplay.loops.verifiers import bridge
 from selfplay.types import Collected, Episode, Request
 
 FIELD = "message"  # the one field a role prompt reads: one user message of the environment
@@ -60,7 +60,9 @@ class VerifiersSettings(LoopSettings):
 class VerifiersLoop(Loop):
     name = "verifiers"
     Settings = VerifiersSettings
-    spec = LoopSpec(roles={})  # set per experiment: one role per agent of its environment
+    # a single-agent environment's one role (verifiers' SingleAgentEnv names its agent
+    # "agent"); each experiment's environment replaces it: one role per agent (``__init__``)
+    spec = LoopSpec(roles={"agent": (FIELD,)})
 
     def __init__(self, config: ExperimentConfig) -> None:
         settings: VerifiersSettings = config.settings
