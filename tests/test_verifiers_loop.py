@@ -196,6 +196,7 @@ def test_a_rubric_that_raises_is_a_counted_failed_episode(envs, engine, tmp_path
     assert all("the rubric broke" in " ".join(e.info["errors"]) for e in failed)
     good = [e for e in collected.episodes if not e.info.get("failed")]
     assert [e.rewards for e in good] == [{"agent": 1.0}, {"agent": 1.0}]
+    assert [e.pass_rate for e in good] == [1.0, 1.0]  # p̂ for ADPO: 2 of 2 reached success_at
     assert loop.curriculum.buffer.attempts.sum() == 2  # only the graded episodes count
 
 

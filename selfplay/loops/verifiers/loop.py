@@ -15,9 +15,10 @@ episodes run concurrently and share engine batches (``policy.gather``). verifier
 agent's trace with its rubric (``@vf.reward`` functions, ``record_reward`` in ``finalize``);
 an agent's reward is its trace's weighted sum (the mean over its traces when it ran more than
 once), and reaches the learner unchanged as the episode's reward for that role. The turns the
-learner sees are the engine's own token ids and log-probs, which also fill the traces'
-the response's ``tokens`` (``bridge.PolicyClient``). Advantages are the experiment's (group-relative
-per role by default, RAE with ``advantage.estimator: rae``).
+learner sees are the engine's own token ids and log-probs, which also fill the tokens of the
+traces' responses (``bridge.PolicyClient``). Advantages are the experiment's: group-relative
+per role by default, RAE with ``advantage.estimator: rae``, ADPO's scaling by the task's p̂
+(its share of successful episodes in the step) with ``advantage.adpo: true``.
 
 An episode that fails (its rubric or the environment's code raised, a harness error) is kept:
 written with its errors in ``info``, counted in ``verifiers/failed_episodes``, never trained on.
@@ -62,14 +63,14 @@ class VerifiersLoop(Loop):
     Settings = VerifiersSettings
     # a single-agent environment's one role (verifiers' SingleAgentEnv names its agent
     # "agent"); each experiment's environment replaces it: one role per agent (``__init__``)
-    spec = LoopSpec(roles={"agent": (FIELD,)})
+    spec = LoopSpec(roles={"agent": (FIELD,)}, pass_rates=True)
 
     def __init__(self, config: ExperimentConfig) -> None:
         settings: VerifiersSettings = config.settings
         self.env_id = bridge.taskset_id(settings.env)
         self.agents = bridge.agent_names(bridge.env_class(self.env_id))
         self.spec = LoopSpec(roles={agent: (FIELD,) for agent in self.agents},
-                             tasks=f"tasks of {settings.env}")
+                             pass_rates=True, tasks=f"tasks of {settings.env}")
         for agent in self.agents:
             if agent not in config.roles:
                 raise UserError(f"roles: agent `{agent}` of {settings.env} has no role; name "
@@ -184,7 +185,8 @@ class VerifiersLoop(Loop):
 
     def groups(self, tasks: list[int], episodes: list[Episode]) -> list[Group]:
         """One ``Group`` per task of its episodes that did not fail, graded on the score
-        agent's reward (``success_at``); a task whose episodes all failed has none (the
+        agent's reward (``success_at``), their share of successes the task's p̂ (ADPO reads it
+        from every episode of the group); a task whose episodes all failed has none (the
         curriculum learns nothing from it)."""
         size = self.settings.group_size
         groups = []
@@ -194,6 +196,8 @@ class VerifiersLoop(Loop):
             successes = float(sum(r >= self.settings.success_at for r in rewards))
             if members:
                 groups.append(Group(task, successes, len(members), rewards, members))
+            for episode in members:
+                episode.pass_rate = successes / len(members)
         return groups
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
