@@ -3,9 +3,10 @@ policy on the tiny random model, through verifiers' own machinery (its Env, agen
 interception server and rubric; our client and in-process harness behind them).
 
 The environments below are written into a folder on ``sys.path`` and named by id, as an
-installed verifiers package is: ``relay`` (two agents, multi-turn interactions, rewards of a
-hand-checkable form), ``flaky`` (its rubric raises on odd tasks) and ``scripted`` (a
-solo agent whose reward is its reply's length).
+installed verifiers package is (``vf-relay-env`` imports ``vf_relay_env``): ``vf_relay_env``
+(two agents in multi-turn interactions, rewards of a hand-checkable form recorded in
+``finalize``) and ``vf_flaky_env`` (a single-agent taskset whose rubric raises on odd tasks).
+The bad-input cases run ``selfplay run`` on experiments/verifiers-propose-solve-cpu.yaml.
 """
 
 from __future__ import annotations
