@@ -1,6 +1,6 @@
 """verifiers entry module ``selfplay_kuhn``: Kuhn Poker (the ``selfplay_games`` environment
 with its default game), played
-as SPIRAL plays them (selfplay/verifiers_envs/games.py; docs/verifiers-envs.md)."""
+as SPIRAL plays them (selfplay/verifiers_envs/games.py; docs/verifiers.md)."""
 
 from selfplay.verifiers_envs.games import (
     GameEnv,

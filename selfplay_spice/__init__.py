@@ -1,5 +1,5 @@
 """verifiers entry module ``selfplay_spice``: SPICE's grounded challenger and reasoner
-(selfplay/verifiers_envs/spice.py; docs/verifiers-envs.md)."""
+(selfplay/verifiers_envs/spice.py; docs/verifiers.md)."""
 
 from selfplay.verifiers_envs.spice import (
     SpiceEnv,

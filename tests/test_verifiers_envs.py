@@ -1,6 +1,6 @@
 """Our games and SPICE as verifiers environments, run through verifiers' own evaluation path
 (``vf-eval``'s runner: load_environment, the interception server, EvalClient) against a
-scripted OpenAI-compatible stub model. docs/verifiers-envs.md."""
+scripted OpenAI-compatible stub model. docs/verifiers.md."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ here (every episode in one ``BatchingPolicy.gather``, the model behind a
 verifiers ``Client`` in this process) against the same environment run by verifiers' own
 evaluation (``vf-eval``'s runner, ``EvalClient`` over HTTP to the same engine served
 OpenAI-style). Goal: the ratio here / vf-eval within 10% of 1, or above it
-(docs/verifiers-envs.md).
+(docs/verifiers.md).
 
 Both sides play the same tasks with the same engine (one ``HFEngine``, its prefix cache emptied
 before each side) and greedy sampling, so they ask the model the same prompts and get the same

@@ -1,5 +1,5 @@
 """Our two-player games as a verifiers environment, played the way SPIRAL plays them
-(Liu et al. 2025, arXiv:2506.24119; docs/verifiers-envs.md).
+(Liu et al. 2025, arXiv:2506.24119; docs/verifiers.md).
 
 One episode is one game. Each seat is an agent (``player_0``, ``player_1``; both the policy by
 default, as SPIRAL's self-play) and every move is one single-turn run of the seat's agent on

@@ -1,5 +1,5 @@
 """SPICE's grounded challenger and reasoner as a verifiers environment (Liu et al. 2025,
-arXiv:2510.24684; docs/verifiers-envs.md).
+arXiv:2510.24684; docs/verifiers.md).
 
 One task is one corpus chunk and its question format (``mc`` or ``free``; with ``both`` the
 tasks alternate). One episode: the **challenger** reads the chunk on SPICE's prompt
