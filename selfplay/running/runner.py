@@ -184,8 +184,9 @@ def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
     seconds = time.perf_counter() - start
     metrics = step_metrics(rollout, len(samples) - len(kept), staleness, learned, synced, seconds)
     metrics |= rollouts.metrics()
-    metrics["rollout/tokens"] = float(rollout.tokens)
-    metrics["rollout/tokens_total"] = float(world.tokens)  # what train.token_budget counts
+    if world.config.train.token_budget is not None:  # (not otherwise: golden runs' metrics stay)
+        metrics["rollout/tokens"] = float(rollout.tokens)
+        metrics["rollout/tokens_total"] = float(world.tokens)  # what the budget counts
     world.logger.log(number, metrics)
     world.logger.advance(mean_reward(metrics), metrics["rollout/tokens_per_s"])
     # checkpoint: atomically, every ``checkpoint.every`` steps and after the last
