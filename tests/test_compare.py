@@ -23,7 +23,9 @@ from selfplay.cli.main import main
 from selfplay.running.compare import EVALUATIONS, CompareSpec, compare
 from tests.conftest import tiny_config
 
-BUDGET = 40  # tokens: rlvr spends at most 36 a step (2 x 3 x 6), SPIRAL 8 a reply
+# tokens: rlvr spends 36 a step (2 prompts x 3 samples x 6; the random model rarely stops
+# early), so it stops after one step; SPIRAL 12 (2 games x 6), so after two
+BUDGET = 20
 SUITE = "rg:chain_sum"
 
 
@@ -32,7 +34,7 @@ def experiments(folder: Path) -> list[str]:
                        checkpoint={"every": 1, "keep": 1})
     rlvr["rlvr"]["eval_size"] = 0
     spiral = tiny_config(folder, name="tiny-spiral", train={"steps": 6, "lr": 5e-2},
-                         sampling={"max_new_tokens": 8}, checkpoint={"every": 1, "keep": 1})
+                         checkpoint={"every": 1, "keep": 1})
     del spiral["rlvr"]
     spiral |= {"loop": "spiral", "roles": {"player": {"prompt": "player"}},
                "advantage": {"estimator": "rae"},
@@ -152,7 +154,7 @@ def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, capsys, change, me
         data["train"]["finetune"] = "full"
         Path(paths[1]).write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
-    assert main(["compare", *paths, "--seeds", "2", "--budget", "40", "--out", str(out)]) == 2
+    assert main(["compare", *paths, "--seeds", "2", "--budget", "20", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert not out.exists() and not (tmp_path / "runs").exists()

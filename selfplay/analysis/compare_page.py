@@ -221,7 +221,8 @@ def write_page(folder: Path, table: list[dict], png: bool = True) -> Path:
     what = (f"{len(manifest['names'])} experiments × {manifest['seeds']} seeds (from "
             f"{manifest['first_seed']}), {manifest['budget']} generated tokens each; suite "
             f"{manifest['suite']}, {manifest['suite_size']} problems, greedy + "
-            f"{manifest['samples']} samples")
+            f"{manifest['samples']} samples, at most {manifest['eval_tokens']} tokens an answer"
+            + (f"; overrides {' '.join(manifest['overrides'])}" if manifest["overrides"] else ""))
     image = '<img src="gain.png" alt="gain per experiment with 95% intervals">' if png else ""
     (report / "index.html").write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>selfplay compare</title>"

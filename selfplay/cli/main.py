@@ -249,7 +249,8 @@ def cmd_compare(args) -> int:
 
     _quiet_libraries()
     spec = CompareSpec(tuple(args.experiments), args.seeds, args.budget, args.suite,
-                       args.suite_size, args.samples, args.first_seed)
+                       args.suite_size, args.samples, args.first_seed, args.eval_tokens,
+                       tuple(args.set))
     folder = compare(spec, Path(args.out) if args.out else None)
     print(f"compare: {folder / 'results.md'}, page {folder / 'report' / 'index.html'}")
     return 0
@@ -405,6 +406,10 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--suite-size", type=int, default=32, help="problems in the suite")
     cp.add_argument("--samples", type=int, default=4, help="sampled answers per problem")
     cp.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. +N-1")
+    cp.add_argument("--eval-tokens", type=int, default=48,
+                    help="max new tokens of every evaluation answer (the same for every loop)")
+    cp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for every run, e.g. train.steps=100 (repeat for more)")
     cp.add_argument("--out", help="the comparison folder (default: runs/compare-<time>); the "
                     "same command with the same --out finishes what is unfinished")
     cp.set_defaults(func=cmd_compare)

@@ -51,9 +51,12 @@ class CompareSpec:
     suite_size: int = 32
     samples: int = 4  # sampled answers per problem (temperature 1), besides the greedy one
     first_seed: int = 0
+    eval_tokens: int = 48  # the evaluation's max_new_tokens, the same for every loop
+    overrides: tuple[str, ...] = ()  # for every run, e.g. train.steps=100 (a higher bound)
 
     def as_manifest(self) -> dict:
-        return asdict(self) | {"experiments": list(self.experiments)}
+        return asdict(self) | {"experiments": list(self.experiments),
+                               "overrides": list(self.overrides)}
 
 
 @dataclass
@@ -72,11 +75,15 @@ def _positive(spec: CompareSpec) -> None:
     if not spec.experiments:
         raise UserError("give at least one experiment")
     for flag, value in (("--seeds", spec.seeds), ("--budget", spec.budget),
-                        ("--suite-size", spec.suite_size), ("--samples", spec.samples)):
+                        ("--suite-size", spec.suite_size), ("--samples", spec.samples),
+                        ("--eval-tokens", spec.eval_tokens)):
         if value is None or value < 1:
             raise UserError(f"{flag} {value}: must be a positive integer")
     if spec.first_seed < 0:
         raise UserError(f"--first-seed {spec.first_seed}: must be 0 or more")
+    for override in spec.overrides:
+        if override.partition("=")[0].strip() == "train.token_budget":
+            raise UserError(f"{override}: the budget comes from --budget")
     if spec.suite == "reasoning-gym":
         raise UserError("--suite reasoning-gym leaves out each run's own families, so loops would "
                         "see different problems; use compare (the default) or rg:<family>,...")
@@ -85,8 +92,8 @@ def _positive(spec: CompareSpec) -> None:
 def check_arm(experiment: str, spec: CompareSpec) -> Arm:
     """One experiment under the budget, validated as ``selfplay sweep`` validates an arm."""
     try:
-        sweep_spec = sweeps.make_spec(experiment, [f"train.token_budget={spec.budget}"], [],
-                                      spec.seeds)
+        sweep_spec = sweeps.make_spec(
+            experiment, [*spec.overrides, f"train.token_budget={spec.budget}"], [], spec.seeds)
         arms, entries, configs = sweeps.check(sweep_spec, local=True)
     except UserError as exc:
         raise UserError(f"{experiment}: {exc}") from exc
@@ -213,7 +220,8 @@ def eval_job(folder: Path, manifest: dict, job: Job) -> None:
     start = time.perf_counter()
     try:
         rows = evaluate(run_dir, manifest["suite"], manifest["suite_size"], manifest["samples"],
-                        ks=(1,), step=0 if job.which == "base" else None)
+                        ks=(1,), step=0 if job.which == "base" else None,
+                        overrides=[f"sampling.max_new_tokens={manifest['eval_tokens']}"])
     except Exception as exc:  # one evaluation failing leaves the others (retried next time)
         console.print(f"[red]{job.label} evaluation failed:[/] {type(exc).__name__}: {exc}")
         return
