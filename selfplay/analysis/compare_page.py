@@ -22,7 +22,8 @@ RESULTS = "results"  # results.md, results.csv, results.json
 COLUMNS = (  # (key, header) of the table, in order
     ("experiment", "experiment"), ("loop", "loop"), ("seeds", "seeds done"),
     ("steps", "steps"), ("tokens", "tokens"), ("budget_reached", "budget reached"),
-    ("run_seconds", "run s"), ("eval_seconds", "eval s"),
+    ("run_seconds", "run s"), ("run_cpu_seconds", "run CPU s"), ("eval_seconds", "eval s"),
+    ("eval_cpu_seconds", "eval CPU s"),
     ("base_greedy", "base acc"), ("final_greedy", "final acc"),
     ("gain_greedy", "gain greedy [95% CI]"), ("gain_sampled", "gain sampled [95% CI]"),
     ("validity", "validity"), ("diversity", "distinct-2"), ("difficulty", "mean p̂"),
@@ -55,13 +56,15 @@ def per_seed(folder: Path, name: str, entry: dict, evaluations: dict, times: dic
     base = evaluations.get((name, entry["folder"], "base"))
     final = evaluations.get((name, entry["folder"], "final"))
     both = base is not None and final is not None
+    spent = times.get((name, entry["folder"]))
     return {
         "seed": entry["seed"], "folder": entry["folder"], "finished": run_finished(run_dir),
         "steps": len(steps),
         "tokens": steps[-1].get("rollout/tokens_total") if steps else None,
         "train_seconds": sum(r.get("time/step_seconds", 0.0) for r in steps),
-        "run_seconds": times.get((name, entry["folder"])),
+        "run_seconds": spent and spent["seconds"], "run_cpu_seconds": spent and spent["cpu"],
         "eval_seconds": mean([e["seconds"] for e in (base, final) if e is not None]),
+        "eval_cpu_seconds": mean([e.get("cpu_seconds") for e in (base, final) if e is not None]),
         "base_greedy": base and base["greedy"], "final_greedy": final and final["greedy"],
         "base_sampled": base and base["sampled"], "final_sampled": final and final["sampled"],
         "gain_greedy": final["greedy"] - base["greedy"] if both else None,
@@ -86,10 +89,11 @@ def summarize(folder: Path) -> list[dict]:
     manifest = read_compare(folder)
     evaluations = {(r["experiment"], r["folder"], r["which"]): r
                    for r in read_jsonl(folder / EVALUATIONS)}
-    times: dict[tuple[str, str], float] = {}
-    for row in read_jsonl(folder / TIMES):
-        key = (row["experiment"], row["folder"])
-        times[key] = times.get(key, 0.0) + row["seconds"]
+    times: dict[tuple[str, str], dict] = {}
+    for row in read_jsonl(folder / TIMES):  # attempts of one run add up
+        spent = times.setdefault((row["experiment"], row["folder"]), {"seconds": 0.0, "cpu": 0.0})
+        spent["seconds"] += row["seconds"]
+        spent["cpu"] += row.get("cpu_seconds", math.nan)
     suite_families = _suite_families(manifest["suite"], COMPARE_FAMILIES)
     table = []
     for name in manifest["names"]:
@@ -105,8 +109,10 @@ def summarize(folder: Path) -> list[dict]:
             "budget_reached": f"{sum((s['tokens'] or 0) >= manifest['budget'] for s in scored)}"
                               f"/{len(scored)}",
             "run_seconds": mean([s["run_seconds"] for s in scored]),
+            "run_cpu_seconds": mean([s["run_cpu_seconds"] for s in scored]),
             "train_seconds": mean([s["train_seconds"] for s in scored]),
             "eval_seconds": mean([s["eval_seconds"] for s in scored]),
+            "eval_cpu_seconds": mean([s["eval_cpu_seconds"] for s in scored]),
             "base_greedy": mean([s["base_greedy"] for s in scored]),
             "final_greedy": mean([s["final_greedy"] for s in scored]),
             "gain_greedy": interval([s["gain_greedy"] for s in scored]),
@@ -139,7 +145,8 @@ def cell(row: dict, key: str) -> str:
     if isinstance(value, list):
         return ", ".join(value)
     if isinstance(value, float):
-        whole = key in ("tokens", "run_seconds", "eval_seconds")  # counts and seconds
+        whole = key in ("tokens", "run_seconds", "eval_seconds", "run_cpu_seconds",
+                        "eval_cpu_seconds")  # counts and seconds
         return f"{value:.0f}" if whole else f"{value:.3f}"
     return "" if value is None else str(value)
 

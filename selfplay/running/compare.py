@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -195,6 +196,14 @@ def evaluated(folder: Path) -> set[tuple[str, str, str]]:
             for r in read_jsonl(folder / EVALUATIONS)}
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its finished children: on a shared
+    machine the wall time depends on the neighbours, this does much less."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run_job(folder: Path, job: Job, processes: bool) -> None:
     """A run (in a child process unless ``processes`` is False, as sweeps run theirs) with its
     wall time recorded, finished by the runner's resume if it was cut short."""
@@ -202,12 +211,13 @@ def run_job(folder: Path, job: Job, processes: bool) -> None:
     run_dir = sweep_dir / job.entry["folder"]
     sweep_manifest = read_manifest(sweep_dir)
     entry = next(e for e in sweep_manifest["runs"] if e["folder"] == job.entry["folder"])
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     sweeps._mark(sweep_dir, sweep_manifest, entry, "running", None)
     error = sweeps._in_child(run_dir) if processes else sweeps._here(run_dir)
     sweeps._mark(sweep_dir, sweep_manifest, entry, "failed" if error else "finished", error)
     _append(folder / TIMES, {"experiment": job.name, "folder": entry["folder"],
-                             "seconds": time.perf_counter() - start, "error": error})
+                             "seconds": time.perf_counter() - start,
+                             "cpu_seconds": _cpu_seconds() - cpu, "error": error})
     if error:
         console.print(f"[red]{job.label} failed:[/] {error}")
 
@@ -217,7 +227,7 @@ def eval_job(folder: Path, manifest: dict, job: Job) -> None:
     from selfplay.evaluation.evaluate import evaluate
 
     run_dir = folder / job.name / job.entry["folder"]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     try:
         rows = evaluate(run_dir, manifest["suite"], manifest["suite_size"], manifest["samples"],
                         ks=(1,), step=0 if job.which == "base" else None,
@@ -233,7 +243,7 @@ def eval_job(folder: Path, manifest: dict, job: Job) -> None:
         "greedy": greedy["accuracy"], "sampled": sampled["accuracy"],
         "families": {k[len("accuracy/"):]: v for k, v in greedy.items()
                      if k.startswith("accuracy/")},
-        "seconds": time.perf_counter() - start,
+        "seconds": time.perf_counter() - start, "cpu_seconds": _cpu_seconds() - cpu,
     })
 
 
