@@ -91,6 +91,7 @@ def test_the_table_holds_what_the_run_folders_wrote(compared):
         assert [s["gain_greedy"] for s in row["per_seed"]] == gains
         assert row["budget_reached"] == "2/2"
         assert row["run_seconds"] > 0 and row["eval_seconds"] > 0
+        assert row["run_cpu_seconds"] > 0 and row["eval_cpu_seconds"] > 0
         # neither tiny loop writes tasks.jsonl: its curriculum cells are null, not made up
         assert row["validity"] is None and row["difficulty"] is None
     rlvr = table[0]
@@ -144,17 +145,20 @@ def test_a_second_invocation_skips_finished_work_and_redoes_a_missing_evaluation
 @pytest.mark.parametrize(("change", "message"), [
     ("unknown", "unknown experiment"),
     ("full", "needs train.finetune: lora"),
+    ("elsewhere", "nope is not one of the experiments compared"),
 ])
 def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, capsys, change, message):
     paths = experiments(tmp_path)
     if change == "unknown":
         paths[1] = "no-such-experiment"
-    else:
+    elif change == "full":
         data = yaml.safe_load(Path(paths[1]).read_text())
         data["train"]["finetune"] = "full"
         Path(paths[1]).write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
-    assert main(["compare", *paths, "--seeds", "2", "--budget", "20", "--out", str(out)]) == 2
+    extra = ["--set", "nope:train.lr=1"] if change == "elsewhere" else []
+    assert main(["compare", *paths, "--seeds", "2", "--budget", "20", "--out", str(out),
+                 *extra]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert not out.exists() and not (tmp_path / "runs").exists()

@@ -409,7 +409,8 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--eval-tokens", type=int, default=48,
                     help="max new tokens of every evaluation answer (the same for every loop)")
     cp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="an override for every run, e.g. train.steps=100 (repeat for more)")
+                    help="an override for every run, e.g. train.steps=100, or for one "
+                    "experiment's: EXPERIMENT:spiral.eval_games=0 (repeat for more)")
     cp.add_argument("--out", help="the comparison folder (default: runs/compare-<time>); the "
                     "same command with the same --out finishes what is unfinished")
     cp.set_defaults(func=cmd_compare)

@@ -53,7 +53,9 @@ class CompareSpec:
     samples: int = 4  # sampled answers per problem (temperature 1), besides the greedy one
     first_seed: int = 0
     eval_tokens: int = 48  # the evaluation's max_new_tokens, the same for every loop
-    overrides: tuple[str, ...] = ()  # for every run, e.g. train.steps=100 (a higher bound)
+    # for every run (train.steps=100: a higher bound), or for one experiment's runs
+    # (EXPERIMENT:spiral.eval_games=0: its own evaluations off, where only that loop has the key)
+    overrides: tuple[str, ...] = ()
 
     def as_manifest(self) -> dict:
         return asdict(self) | {"experiments": list(self.experiments),
@@ -83,18 +85,36 @@ def _positive(spec: CompareSpec) -> None:
     if spec.first_seed < 0:
         raise UserError(f"--first-seed {spec.first_seed}: must be 0 or more")
     for override in spec.overrides:
-        if override.partition("=")[0].strip() == "train.token_budget":
+        key, _, _ = override.partition("=")
+        target, colon, key = key.rpartition(":")
+        if colon and target not in spec.experiments:
+            raise UserError(f"--set {override}: {target} is not one of the experiments compared")
+        if key.strip() == "train.token_budget":
             raise UserError(f"{override}: the budget comes from --budget")
     if spec.suite == "reasoning-gym":
         raise UserError("--suite reasoning-gym leaves out each run's own families, so loops would "
                         "see different problems; use compare (the default) or rg:<family>,...")
 
 
+def overrides_for(experiment: str, overrides: tuple[str, ...]) -> list[str]:
+    """The overrides for every experiment, and those given as ``experiment:key=value``."""
+    chosen = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        target, colon, key = key.rpartition(":")
+        if not colon:
+            chosen.append(override)
+        elif target == experiment:
+            chosen.append(f"{key}{sep}{value}")
+    return chosen
+
+
 def check_arm(experiment: str, spec: CompareSpec) -> Arm:
     """One experiment under the budget, validated as ``selfplay sweep`` validates an arm."""
     try:
+        own = overrides_for(experiment, spec.overrides)
         sweep_spec = sweeps.make_spec(
-            experiment, [*spec.overrides, f"train.token_budget={spec.budget}"], [], spec.seeds)
+            experiment, [*own, f"train.token_budget={spec.budget}"], [], spec.seeds)
         arms, entries, configs = sweeps.check(sweep_spec, local=True)
     except UserError as exc:
         raise UserError(f"{experiment}: {exc}") from exc
