@@ -147,7 +147,7 @@ def cell(row: dict, key: str) -> str:
     if isinstance(value, float):
         whole = key in ("tokens", "run_seconds", "eval_seconds", "run_cpu_seconds",
                         "eval_cpu_seconds")  # counts and seconds
-        return f"{value:.0f}" if whole else f"{value:.3f}"
+        return f"{value:.0f}" if whole else f"{value:.1f}" if key == "steps" else f"{value:.3f}"
     return "" if value is None else str(value)
 
 
