@@ -30,6 +30,10 @@ COLUMNS = (  # (key, header) of the table, in order
     ("trained_on_suite", "trained on suite families"),
 )
 
+TERMINAL = tuple(c for c in COLUMNS if c[0] in (  # what fits a terminal
+    "experiment", "seeds", "tokens", "run_seconds", "eval_seconds", "gain_greedy", "gain_sampled",
+    "validity", "diversity", "difficulty"))
+
 
 # ------------------------------------------------------------------ the numbers
 def mean(values) -> float | None:
@@ -172,16 +176,19 @@ def write_results(folder: Path, table: list[dict], png: bool = True) -> Path:
 
 
 def print_table(folder: Path, table: list[dict]) -> None:
+    from rich.console import Console
     from rich.table import Table
 
     from selfplay.running.tracking import console
 
-    rich_table = Table(title=f"compare: {folder}")
-    for _, header in COLUMNS:
-        rich_table.add_column(header, overflow="fold")
+    rich_table = Table(title=f"compare: {folder} (every column: results.md)")
+    for _, header in TERMINAL:
+        rich_table.add_column(header)
     for row in table:
-        rich_table.add_row(*[cell(row, k) for k, _ in COLUMNS])
-    console.print(rich_table)
+        rich_table.add_row(*[cell(row, k) for k, _ in TERMINAL])
+    # a file or pipe has no width (rich assumes 80): wide enough not to fold every cell
+    wide = console if console.is_terminal else Console(stderr=True, width=240)
+    wide.print(rich_table)
 
 
 def gain_png(table: list[dict], path: Path) -> None:
