@@ -108,7 +108,10 @@ class ParallelConfig(Strict):
 
 
 class TrainConfig(Strict):
-    steps: int = Field(20, ge=1)
+    steps: int = Field(20, ge=1)  # with token_budget: an upper bound
+    # stop after the first step at which the tokens generated for training (every role; tool
+    # output and evaluations excluded) reach this many; None: run all ``steps``
+    token_budget: int | None = Field(None, ge=1)
     lr: float = Field(1e-5, gt=0)
     loss: Literal["grpo", "drgrpo", "rloo", "reinforce", "cispo"] = "drgrpo"
     aggregation: (

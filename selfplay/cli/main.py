@@ -244,6 +244,18 @@ def cmd_sweep(args) -> int:
     return 0 if all(e["status"] == "finished" for e in entries) else 1
 
 
+def cmd_compare(args) -> int:
+    from selfplay.running.compare import CompareSpec, compare
+
+    _quiet_libraries()
+    spec = CompareSpec(tuple(args.experiments), args.seeds, args.budget, args.suite,
+                       args.suite_size, args.samples, args.first_seed, args.eval_tokens,
+                       tuple(args.set))
+    folder = compare(spec, Path(args.out) if args.out else None)
+    print(f"compare: {folder / 'results.md'}, page {folder / 'report' / 'index.html'}")
+    return 0
+
+
 def cmd_corpus(args) -> int:
     import selfplay.cli.corpus as corpus_cli
 
@@ -381,6 +393,27 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--gpus-per-run", type=float,
                     help="Ray: GPUs each run holds (default: 1 if the cluster has GPUs, else 0)")
     sw.set_defaults(func=cmd_sweep)
+
+    cp = sub.add_parser("compare", help="every experiment at equal generated tokens, evaluated "
+                        "on one held-out suite (docs/compare.md)")
+    cp.add_argument("experiments", nargs="+", metavar="EXPERIMENT",
+                    help="named experiments or YAML paths")
+    cp.add_argument("--seeds", type=int, required=True, help="runs per experiment")
+    cp.add_argument("--budget", type=int, required=True, metavar="TOKENS",
+                    help="generated tokens per run (train.token_budget)")
+    cp.add_argument("--suite", default="compare",
+                    help="held-out suite: compare (default), rg:<family>,..., a .jsonl, hf:<set>")
+    cp.add_argument("--suite-size", type=int, default=32, help="problems in the suite")
+    cp.add_argument("--samples", type=int, default=4, help="sampled answers per problem")
+    cp.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. +N-1")
+    cp.add_argument("--eval-tokens", type=int, default=48,
+                    help="max new tokens of every evaluation answer (the same for every loop)")
+    cp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for every run, e.g. train.steps=100, or for one "
+                    "experiment's: EXPERIMENT:spiral.eval_games=0 (repeat for more)")
+    cp.add_argument("--out", help="the comparison folder (default: runs/compare-<time>); the "
+                    "same command with the same --out finishes what is unfinished")
+    cp.set_defaults(func=cmd_compare)
 
     from selfplay.cli.corpus import add_parser as add_corpus_parser
 

@@ -38,6 +38,14 @@ HELDOUT_FAMILIES = (
     "basic_arithmetic", "chain_sum", "gcd", "lcm", "leg_counting", "letter_counting",
     "number_sorting", "fraction_simplification", "prime_factorization", "word_sorting",
 )
+# The `compare` suite (`selfplay compare`, docs/compare.md): the same problems for every loop,
+# families a loop trained on included; the easy settings the CPU experiments train and probe with.
+COMPARE_FAMILIES: dict[str, dict] = {
+    "basic_arithmetic": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+    "chain_sum": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+    "gcd": {"min_numbers": 2, "max_numbers": 2, "min_value": 1, "max_value": 30},
+    "leg_counting": {"min_animals": 1, "max_animals": 2},
+}
 SUITE_SEED = 20_251_123  # fixed: every run is evaluated on the same problems
 SOLVER_ROLES = ("solver", "executor", "reasoner", "player", "responder")
 
@@ -67,15 +75,18 @@ def load_suite(name: str, config, size: int) -> list[Problem]:
         families = [f for f in name[3:].split(",") if f]
     elif name == "reasoning-gym":
         families = [f for f in HELDOUT_FAMILIES if f not in training_families(config)]
+    elif name == "compare":
+        return _reasoning_gym_suite(list(COMPARE_FAMILIES), size, COMPARE_FAMILIES)
     else:
         raise UserError(
-            f"unknown suite {name!r} (known: reasoning-gym, rg:<family>[,...], a .jsonl file, "
-            "hf:<dataset>)"
+            f"unknown suite {name!r} (known: reasoning-gym, compare, rg:<family>[,...], a .jsonl "
+            "file, hf:<dataset>)"
         )
     return _reasoning_gym_suite(families, size)
 
 
-def _reasoning_gym_suite(families: list[str], size: int) -> list[Problem]:
+def _reasoning_gym_suite(families: list[str], size: int,
+                         configs: dict[str, dict] | None = None) -> list[Problem]:
     import reasoning_gym
 
     per_family = max(1, size // max(len(families), 1))
@@ -83,7 +94,8 @@ def _reasoning_gym_suite(families: list[str], size: int) -> list[Problem]:
     for index, family in enumerate(families):
         try:
             dataset = reasoning_gym.create_dataset(family, size=per_family,
-                                                   seed=SUITE_SEED + index)
+                                                   seed=SUITE_SEED + index,
+                                                   **(configs or {}).get(family, {}))
         except Exception as exc:
             raise UserError(f"reasoning-gym family {family!r}: {exc}".splitlines()[0]) from exc
         problems += [Problem(e["question"], str(e["answer"]), family, e, dataset)

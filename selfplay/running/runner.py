@@ -89,6 +89,7 @@ class World:
     logger: RunLogger
     checkpointer: Checkpointer
     sync: WeightSync
+    tokens: int = 0  # generated for training so far (train.token_budget); in the checkpoint
 
 
 def weight_sync(config: ExperimentConfig, run_dir: Path, engine: Engine,
@@ -132,6 +133,7 @@ def checkpoint_state(world: World) -> dict:
         "snapshots": world.snapshots.state_dict(),
         "rng": rng_state(),
         "engine_rng": world.engine.rng_state(),
+        "tokens": world.tokens,
     }
 
 
@@ -145,6 +147,7 @@ def restore(world: World) -> int:
                         "(selfplay before wave 3); start a new run")
     world.learner.load(path / LEARNER)
     world.loop.load_state_dict(state["loop"])
+    world.tokens = state.get("tokens", 0)  # a checkpoint from before token budgets: 0
     restore_rng(state["rng"])
     if state.get("engine_rng") is not None:
         world.engine.set_rng_state(state["engine_rng"])
@@ -159,6 +162,7 @@ def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
     start = time.perf_counter()
     # collect: the step's episodes (sync: played now; async: played ahead on another thread)
     rollout = rollouts.take(number)
+    world.tokens += rollout.tokens
     # write: episodes, task rows and the loop's files, on disk before anything trains on them
     world.logger.write_collected(number, rollout.collected)
     # advantages: per role, by the loop's estimator; zero advantages carry no gradient
@@ -180,10 +184,13 @@ def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
     seconds = time.perf_counter() - start
     metrics = step_metrics(rollout, len(samples) - len(kept), staleness, learned, synced, seconds)
     metrics |= rollouts.metrics()
+    if world.config.train.token_budget is not None:  # (not otherwise: golden runs' metrics stay)
+        metrics["rollout/tokens"] = float(rollout.tokens)
+        metrics["rollout/tokens_total"] = float(world.tokens)  # what the budget counts
     world.logger.log(number, metrics)
     world.logger.advance(mean_reward(metrics), metrics["rollout/tokens_per_s"])
     # checkpoint: atomically, every ``checkpoint.every`` steps and after the last
-    if checkpoint_due(world.config, number):
+    if checkpoint_due(world.config, number) or budget_spent(world):
         world.checkpointer.save(number + 1, checkpoint_state(world), world.learner)
         world.loop.save_artifacts(world.run_dir)  # e.g. curriculum/tasks.csv
     return metrics
@@ -234,19 +241,29 @@ def checkpoint_due(config: ExperimentConfig, number: int) -> bool:
     return (number + 1) % config.checkpoint.every == 0 or number + 1 == config.train.steps
 
 
+def budget_spent(world: World) -> bool:
+    """``train.token_budget`` reached: the run ends after the step that reached it."""
+    budget = world.config.train.token_budget
+    return budget is not None and world.tokens >= budget
+
+
 # ---------------------------------------------------------------------- a run
 def run(world: World, start_step: int) -> list[dict]:
-    """Steps ``start_step`` to ``train.steps``, then the final evaluation and the report."""
+    """Steps ``start_step`` to ``train.steps`` (or until ``train.token_budget`` is spent),
+    then the final evaluation and the report."""
     config, logger = world.config, world.logger
     logger.truncate_to(start_step)
     logger.start_progress(config.train.steps, start_step)
+    end = start_step
     try:
         with rollouts_for(world, start_step) as rollouts:
-            for number in range(start_step, config.train.steps):
-                step(world, number, rollouts)
+            # a resumed run whose budget was spent before its final row takes no step
+            while end < config.train.steps and not budget_spent(world):
+                step(world, end, rollouts)
+                end += 1
         if start_step <= config.train.steps and not _final_logged(world):
-            final = asyncio.run(world.loop.evaluate(world.policy, config.train.steps))
-            logger.log(config.train.steps, {"final": 1.0, **final})
+            final = asyncio.run(world.loop.evaluate(world.policy, end))
+            logger.log(end, {"final": 1.0, **final})
     finally:
         logger.close()
         world.loop.close()
