@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from selfplay.analysis.compare_page import summarize
 from selfplay.cli.main import main
-from selfplay.running.compare import EVALUATIONS, CompareSpec, compare
+from selfplay.evaluation.compare import EVALUATIONS, CompareSpec, compare
+from selfplay.evaluation.compare_page import summarize
 from tests.conftest import tiny_config
 
 # tokens: rlvr spends 36 a step (2 prompts x 3 samples x 6; the random model rarely stops

@@ -245,7 +245,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from selfplay.running.compare import CompareSpec, compare
+    from selfplay.evaluation.compare import CompareSpec, compare
 
     _quiet_libraries()
     spec = CompareSpec(tuple(args.experiments), args.seeds, args.budget, args.suite,

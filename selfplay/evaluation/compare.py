@@ -31,12 +31,17 @@ from selfplay.analysis.rundata import read_jsonl
 from selfplay.analysis.sweepdata import read_manifest, run_finished
 from selfplay.core.errors import UserError
 from selfplay.core.paths import make_folder
+from selfplay.evaluation.compare_page import (
+    EVALUATIONS,
+    MANIFEST,
+    TIMES,
+    read_compare,
+    summarize,
+    write_results,
+)
 from selfplay.running import sweep as sweeps
 from selfplay.running.tracking import console
 
-MANIFEST = "compare.json"
-EVALUATIONS = "evaluations.jsonl"
-TIMES = "runs.jsonl"
 DEFAULT_SUITE = "compare"
 WHICH = ("base", "final")  # step 0 (the base model) and the run's last checkpoint
 
@@ -179,13 +184,6 @@ def open_folder(spec: CompareSpec, out: Path | None) -> Path:
     return create(spec, Path(out) if out else default_folder(), check(spec))
 
 
-def read_compare(folder: Path) -> dict:
-    path = Path(folder) / MANIFEST
-    if not path.is_file():
-        raise UserError(f"{folder} is not a comparison folder (no {MANIFEST})")
-    return json.loads(path.read_text())
-
-
 def _append(path: Path, row: dict) -> None:
     with path.open("a") as handle:
         handle.write(json.dumps(row) + "\n")
@@ -293,7 +291,6 @@ def run_all(folder: Path, processes: bool = True) -> None:
 
 def compare(spec: CompareSpec, out: Path | None = None, processes: bool = True) -> Path:
     """``selfplay compare``: the folder (made or found), its runs and evaluations, the table."""
-    from selfplay.analysis.compare_page import summarize, write_results
 
     folder = open_folder(spec, out)
     console.print(f"[bold]compare[/] {folder}")

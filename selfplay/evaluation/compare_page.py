@@ -16,7 +16,19 @@ from curricula.analysis.diversity import distinct_n
 from curricula.analysis.tasks import validity_rate
 from selfplay.analysis.rundata import read_jsonl
 from selfplay.analysis.sweepdata import read_manifest, run_finished
+from selfplay.core.errors import UserError
 from selfplay.stats.seeds import t_interval
+
+MANIFEST = "compare.json"
+EVALUATIONS = "evaluations.jsonl"
+TIMES = "runs.jsonl"
+
+
+def read_compare(folder: Path) -> dict:
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        raise UserError(f"{folder} is not a comparison folder (no {MANIFEST})")
+    return json.loads(path.read_text())
 
 RESULTS = "results"  # results.md, results.csv, results.json
 COLUMNS = (  # (key, header) of the table, in order
@@ -87,7 +99,6 @@ def interval(values) -> dict:
 def summarize(folder: Path) -> list[dict]:
     """One row per experiment of the comparison folder, with its seeds' rows inside."""
     from selfplay.evaluation.evaluate import COMPARE_FAMILIES, training_families
-    from selfplay.running.compare import EVALUATIONS, TIMES, read_compare
     from selfplay.running.runner import load_run_config
 
     manifest = read_compare(folder)
@@ -222,7 +233,6 @@ def gain_png(table: list[dict], path: Path) -> None:
 
 def write_page(folder: Path, table: list[dict], png: bool = True) -> Path:
     """One static page: the plot and the table (no script: it opens anywhere)."""
-    from selfplay.running.compare import read_compare
 
     manifest = read_compare(folder)
     report = folder / "report"
