@@ -250,7 +250,7 @@ def write_page(folder: Path, table: list[dict], png: bool = True) -> Path:
     image = '<img src="gain.png" alt="gain per experiment with 95% intervals">' if png else ""
     (report / "index.html").write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>selfplay compare</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}</style></head><body>"
         f"<h1>selfplay compare</h1><p>{html.escape(what)}</p>{image}"
         f"<table id='results'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
