@@ -47,6 +47,7 @@ from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 from selfplay.engines.base import Engine
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.types import Completion, Request, SamplingParams
+from selfplay.verifiers_envs.stub import chat_completions_server
 
 KEY_VAR = "SELFPLAY_BENCH_KEY"  # the endpoint's API-key variable (any value: it is ours)
 WARMUP_EPISODES = 4
@@ -170,18 +171,12 @@ class EngineServer:
 
     @contextlib.asynccontextmanager
     async def serving(self):
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self.completions)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        worker = asyncio.ensure_future(self.batcher())
-        try:
-            yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-        finally:
-            worker.cancel()
-            await runner.cleanup()
+        async with chat_completions_server(self.completions) as base_url:
+            worker = asyncio.ensure_future(self.batcher())
+            try:
+                yield base_url
+            finally:
+                worker.cancel()
 
 
 @dataclass

@@ -59,22 +59,30 @@ class StubModel:
 
 
 @contextlib.asynccontextmanager
-async def serve(script: Script) -> AsyncIterator[StubModel]:
-    """The stub on a free localhost port for the length of the block (``StubModel`` holds its
-    base URL)."""
-    stub = StubModel(script)
+async def chat_completions_server(handler) -> AsyncIterator[str]:
+    """An OpenAI-compatible ``/v1/chat/completions`` route served by ``handler`` on a free
+    localhost port for the length of the block; yields its base URL (``.../v1``). The stub
+    model and ``selfplay bench verifiers``' engine server both serve through it."""
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", stub.completions)
+    app.router.add_post("/v1/chat/completions", handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = runner.addresses[0][1]
-    stub.base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        yield stub
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
     finally:
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def serve(script: Script) -> AsyncIterator[StubModel]:
+    """The stub on a free localhost port for the length of the block (``StubModel`` holds its
+    base URL)."""
+    stub = StubModel(script)
+    async with chat_completions_server(stub.completions) as base_url:
+        stub.base_url = base_url
+        yield stub
 
 
 @contextlib.contextmanager
