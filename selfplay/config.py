@@ -125,7 +125,12 @@ class TrainConfig(Strict):
     kl_coef: float = Field(0.0, ge=0)  # β of a KL term to the initial policy in the loss; 0: off
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     epochs: int = Field(1, ge=1)
-    micro_batch_size: int = Field(8, ge=1)
+    micro_batch_size: int = Field(8, ge=1)  # rows per micro-batch when share_prefix is off
+    # the learner packs a micro-batch's sequences into one prefix tree (each shared beginning,
+    # a system prompt, a game's history, a group's prompt, computed once), cut at tree_tokens
+    # unique tokens; false: padded rows of micro_batch_size sequences
+    share_prefix: bool = True
+    tree_tokens: int = Field(2048, ge=16)
     logprob_chunk_size: int = Field(1024, ge=16)
     max_grad_norm: float = Field(1.0, gt=0)
     weight_decay: float = Field(0.0, ge=0)

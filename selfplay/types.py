@@ -66,6 +66,31 @@ class Completion:
 
 
 @dataclass
+class Choice:
+    """A move chosen by scoring rather than sampling text (``spiral.action: scored``).
+
+    The policy over a state's legal moves is the softmax, over the ``candidates`` (each legal
+    move's reply, as token ids that continue the turn's prompt), of each reply's summed
+    log-probability divided by its ``divisors`` entry (1: GLAM's sum; the reply's token or word
+    count: TWOSOME's normalisations). ``log_pi`` is log π(· | s) over the candidates under the
+    weights that chose (the behaviour policy), ``outside`` the probability the model gave to
+    replies outside the legal set, 1 − Σ_k P(candidate_k) (kept for analysis; never trained on).
+    """
+
+    candidates: list[list[int]]
+    names: list[str]
+    chosen: int
+    divisors: list[float]
+    log_pi: list[float]
+    outside: float = 0.0
+
+    @property
+    def logprob(self) -> float:
+        """log π(chosen | s) under the behaviour policy."""
+        return self.log_pi[self.chosen]
+
+
+@dataclass
 class Turn:
     """One model call as a training-sample candidate.
 
@@ -89,6 +114,9 @@ class Turn:
     # request, which loops set per role), "tool_budget" (tool turns spent); "" when unknown
     finish_reason: str = ""
     prefill: str = ""  # the start of the reply the prompt gave; its tokens end ``prompt_ids``
+    # a scored move: the legal replies it chose among (``completion_ids`` is the chosen one's);
+    # the learner trains log π(chosen | s) over them instead of the reply's tokens
+    choice: Choice | None = None
 
     @classmethod
     def from_completion(
@@ -123,7 +151,8 @@ class Turn:
 
     @property
     def num_model_tokens(self) -> int:
-        return sum(self.loss_mask)
+        """Tokens the loss is taken over: a scored move is one decision, whatever its length."""
+        return 1 if self.choice is not None else sum(self.loss_mask)
 
     @property
     def reply(self) -> str:

@@ -281,33 +281,44 @@ def _assert_close(got: dict, want: dict, rel: float = 1e-3) -> None:
 
 @pytest.mark.parametrize("share_prefix", [True, False])
 def test_gradient_equals_the_formula_for_every_micro_batch_size(make_learner, share_prefix):
-    """Shared-prefix and plain batches, micro-batches of 1, 2 and the whole batch: the same
-    gradient, equal (relative tolerance 1e-3) to the loss written out by hand. Gradients are
-    of order 1e-1 here, so a loss scaled by 1.5 is far outside the tolerance."""
+    """Prefix-tree and padded batches, micro-batches of 1, 2 and the whole batch (trees: cut
+    at 16 and 40 nodes, or not at all): the same gradient, equal (relative tolerance 1e-3) to
+    the loss written out by hand. Gradients are of order 1e-1 here, so a loss scaled by 1.5 is
+    far outside the tolerance."""
     learner = make_learner(aggregation="token-mean", tis_cap=None)
     samples = _samples([3.0, -2.0, 1.5])
     samples += _samples([2.0], completions=[[1, 2, 3]], prompt=range(300, 310))  # lone prompt
     reference = _reference_gradient(learner, samples)
     largest = max(float(g.abs().max()) for g in reference.values())
     assert largest > 1e-2  # meaningful size: far above float noise
+    learner.settings.share_prefix = share_prefix
     for size in (1, 2, len(samples)):
         learner.settings.micro_batch_size = size
-        learner.settings.share_prefix = share_prefix
+        learner.settings.tree_tokens = {1: 16, 2: 40}.get(size, 2048)
         batches = learner._micro_batches(samples)
-        shared = sum(b.prefix_ids is not None for b in batches)
-        assert shared == (0 if not share_prefix else math.ceil(3 / size))
+        if share_prefix:  # 20 + 4, + 2, + 6 and 10 + 3 unique tokens: each row alone when none
+            # fits in 16 nodes, the shared prompt's rows and the lone one in 40, all in 2048
+            assert all(b.tree is not None for b in batches)
+            sizes = {1: [24, 22, 26, 13], 2: [32, 13], 4: [45]}[size]
+            assert [b.tree.size for b in batches] == sizes
+        else:
+            assert len(batches) == math.ceil(4 / size) and all(b.tree is None for b in batches)
         learner.optimizer.zero_grad(set_to_none=True)
         learner._accumulate(batches)
         _assert_close(_grads(learner), reference)
 
 
-def test_two_samples_of_one_prompt_share_it_and_a_lone_prompt_does_not(make_learner):
+def test_rows_sharing_a_beginning_share_its_nodes_in_one_tree(make_learner):
+    """Two completions of one prompt and a lone prompt: one tree holding the shared prompt
+    once (20 + 4 + 2 tokens) beside the lone row (10 + 3): 39 nodes, not 55."""
     learner = make_learner(share_prefix=True)
     pair = _samples([1.0, -1.0, 0.5])[:2]
     lone = _samples([2.0], completions=[[1, 2, 3]], prompt=range(300, 310))
-    batches = learner._micro_batches(lone + pair)  # the lone prompt first: grouping goes on
-    assert [b.prefix_ids is not None for b in batches] == [True, False]
-    assert batches[0].prefix_ids[0].tolist() == PROMPT and batches[0].input_ids.shape[0] == 2
+    batches = learner._micro_batches(lone + pair)
+    assert len(batches) == 1 and batches[0].tree.size == 39
+    tree = batches[0].tree
+    first, second = tree.nodes[0], tree.nodes[1]  # the pair (collated in token order: first)
+    assert first[:20] == second[:20] and first[20] != second[20]
 
 
 def test_ppo_epochs_measure_ratios_against_the_first_pass(tiny_model_path):

@@ -206,10 +206,11 @@ def test_learned_absolute_positions_score_like_the_models_own_forward(tmp_path):
     prompt = [(7 * i) % 300 for i in range(5)]
     samples = _samples([1.0, 1.0, 1.0], prompt=prompt)
     batches = learner._micro_batches(samples)
-    assert len(batches) == 1 and batches[0].prefix_ids is not None
+    assert len(batches) == 1 and batches[0].tree is not None
     with torch.no_grad():
         shared = learner.scorer.token_logprobs(batches[0])[0].tolist()
-        plain = sum(learner.score(samples), [])  # one sample per batch: no shared prefix
+        learner.settings.share_prefix = False
+        plain = sum(learner.score(samples), [])  # padded rows
     expected = []
     for sample in samples:
         targets = torch.tensor(sample.turn.completion_ids)[:, None]

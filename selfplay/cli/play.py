@@ -9,6 +9,7 @@ without ``--run``, the bare model with the built-in ``player`` prompt.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,8 @@ from roles import RolePrompt, load_role
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import prompt_request
-from selfplay.types import Completion, SamplingParams
+from selfplay.loops.spiral.moves import scored_move
+from selfplay.types import Completion, Request, SamplingParams
 
 PLAYER = "player"  # the role SPIRAL's runs play games as
 MAX_NEW_TOKENS = 64  # the bare model's budget (a run uses its own ``sampling.max_new_tokens``)
@@ -37,14 +39,29 @@ class Opponent:
     adapter: str
     prompt: RolePrompt
     max_new_tokens: int
+    # a run whose moves are scored (spiral.action: scored) plays its most likely legal move
+    action_norm: str | None = None
+
+    def request(self, observation: str, player: int, example: str) -> Request:
+        sampling = SamplingParams(temperature=0.0, max_new_tokens=self.max_new_tokens)
+        return prompt_request(self.prompt, PLAYER, self.adapter, sampling,
+                              observation=observation, player=player, example=example)
 
     def move(self, observation: str, player: int, example: str) -> Completion:
         """One greedy reply to the game's observation."""
-        sampling = SamplingParams(temperature=0.0, max_new_tokens=self.max_new_tokens)
-        request = prompt_request(self.prompt, PLAYER, self.adapter, sampling,
-                                 observation=observation, player=player, example=example)
+        request = self.request(observation, player, example)
         (completion,) = asyncio.run(self.policy.gather([self.policy(request)]))
         return completion
+
+    def scored_move(self, observation: str, player: int, example: str,
+                    legal: list[str]) -> tuple[str, str]:
+        """(the most likely legal move, π over the legal moves shown as text)."""
+        request = self.request(observation, player, example)
+        (turn,) = asyncio.run(self.policy.gather([scored_move(
+            self.policy, request, legal, self.action_norm, True, random.Random(0))]))
+        shown = "  ".join(f"{name} {math.exp(lp):.2f}"
+                          for name, lp in zip(legal, turn.choice.log_pi, strict=True))
+        return legal[turn.choice.chosen], shown
 
 
 def load_policy(run: str | None, model: str) -> Opponent:
@@ -77,7 +94,9 @@ def load_policy(run: str | None, model: str) -> Opponent:
     policy, budget = BatchingPolicy(engine), config.sampling.max_new_tokens
     if PLAYER in config.roles:  # a game run: its own player prompt, prefill and all
         spec = config.roles[PLAYER]
-        return Opponent(policy, spec.adapter_name(PLAYER), load_role(spec.prompt), budget)
+        settings = config.settings
+        norm = settings.action_norm if getattr(settings, "action", "text") == "scored" else None
+        return Opponent(policy, spec.adapter_name(PLAYER), load_role(spec.prompt), budget, norm)
     role = next(iter(config.roles))  # another loop's run: its weights, the built-in prompt
     return Opponent(policy, config.roles[role].adapter_name(role), load_role(PLAYER), budget)
 
@@ -102,6 +121,10 @@ def play(
             console.print(Panel(game.observation(player), title=f"you are Player {seat}"))
             action = input_fn("your action> ").strip()
             action = action if action.startswith("[") else f"[{action}]"
+        elif opponent.action_norm is not None and legal:  # a scored run: π over the legal moves
+            example = games.example_action(game, player)
+            action, shown = opponent.scored_move(game.observation(player), player, example, legal)
+            console.print(f"[bold]model[/]: {shown}\n[bold]→ {action}[/]")
         else:
             example = games.example_action(game, player)
             completion = opponent.move(game.observation(player), player, example)

@@ -38,10 +38,13 @@ from selfplay.engines.lora import LoraSpec, attach_adapters
 from selfplay.engines.models import load_causal_lm, load_tokenizer
 from selfplay.engines.prefix import LayerKV, PrefixGroup, PrefixStore, group_by_prefix
 from selfplay.engines.sampling import sample_rows, top_p_filter
+from selfplay.engines.tree import pack_rows, tree_batches
 from selfplay.types import Completion, Request
 
 # Below this many shared tokens a separate prefix forward costs more than it saves here.
 MIN_SHARED_PREFIX = 32
+# nodes of one prefix tree that ``score`` runs (dense masked attention: T² per layer)
+SCORE_TREE_TOKENS = 2048
 
 
 def _kv_length(kv: LayerKV | None) -> int:
@@ -145,18 +148,46 @@ class HFEngine(Engine):
 
     @torch.inference_mode()
     def score(self, requests: list[Request], continuations: list[list[int]]) -> list[list[float]]:
-        scored = []
-        for request, tokens in zip(requests, continuations, strict=True):
-            prompt = self.encode(request)
-            routing = self._routing([request.adapter], self._route_rows([request.adapter]))
-            ids = torch.tensor([prompt + list(tokens)], device=self.device)
-            # the head only where it predicts a continuation token, not over the whole prompt
-            kept = len(tokens) + 1
-            logits = self.model(input_ids=ids, logits_to_keep=kept, **routing).logits[0, :-1]
-            logp = torch.log_softmax(logits.float(), -1)
-            targets = torch.tensor(tokens, device=self.device)[:, None]
-            scored.append(logp.gather(1, targets).squeeze(1).tolist())
+        """Every (prompt, continuation) row of one adapter packed into prefix trees
+        (``engines.tree``): the prompts' shared beginnings, a state's prompt under each of its
+        candidate replies, and repeated rows are computed once; the head runs only where it
+        predicts a continuation token."""
+        prompts = [self.encode(request) for request in requests]
+        rows = [prompt + list(tokens) for prompt, tokens in zip(prompts, continuations,
+                                                                 strict=True)]
+        by_adapter: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            adapter = request.adapter if request.adapter in self.adapters else BASE_ADAPTER
+            by_adapter.setdefault(adapter, []).append(index)
+        scored: list[list[float]] = [[] for _ in requests]
+        started = time.perf_counter()
+        for adapter, indices in by_adapter.items():
+            routing = self._routing([adapter], self._route_rows([adapter]))
+            for chunk in tree_batches([rows[i] for i in indices], SCORE_TREE_TOKENS):
+                members = [indices[i] for i in chunk]
+                self._score_tree(members, rows, prompts, scored, routing)
+        self.stats["score_seconds"] += time.perf_counter() - started
         return scored
+
+    def _score_tree(self, members: list[int], rows: list[list[int]], prompts: list[list[int]],
+                    scored: list[list[float]], routing: dict) -> None:
+        tree = pack_rows([rows[i] for i in members])
+        self.stats["score_tokens"] += tree.size
+        # the node before each continuation token predicts it
+        wanted = [(i, tree.nodes[k][j - 1], rows[i][j]) for k, i in enumerate(members)
+                  for j in range(len(prompts[i]), len(rows[i]))]
+        if not wanted:
+            return
+        predictors = sorted({node for _, node, _ in wanted})
+        where = {node: n for n, node in enumerate(predictors)}
+        ids, positions = tree.tensors(self.device)
+        logits = self.model(
+            input_ids=ids, position_ids=positions, attention_mask=tree.mask(self.device),
+            logits_to_keep=torch.tensor(predictors, device=self.device), **routing,
+        ).logits[0]
+        logp = torch.log_softmax(logits.float(), -1)
+        for i, node, token in wanted:
+            scored[i].append(float(logp[where[node], token]))
 
     def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor]) -> None:
         """Install one adapter's LoRA tensors (peft names), or full weights when adapter is None."""

@@ -16,12 +16,23 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Iterable
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
-from selfplay.engines.base import Engine
+from selfplay.engines.base import Engine, encode_request
 from selfplay.types import Completion, Request
 
 T = TypeVar("T")
+
+
+@dataclass
+class Likelihoods:
+    """What ``likelihoods`` returns: the prompt as the engine saw it (token ids), each
+    continuation's per-token log-probs, and the weights version that scored them."""
+
+    prompt_ids: list[int]
+    logprobs: list[list[float]]
+    policy_version: int
 
 
 class BatchingPolicy:
@@ -37,6 +48,9 @@ class BatchingPolicy:
         self.requests_served = 0
         self.tokens_generated = 0
         self._pending: list[tuple[Request, asyncio.Future]] = []
+        # likelihood requests (``likelihoods``): scored in the same flush as generation
+        self._scoring: list[tuple[Request, list[list[int]], asyncio.Future]] = []
+        self.tokens_scored = 0  # continuation tokens scored (no generation: no token budget)
         self._elsewhere = 0
         self._wake: asyncio.Event | None = None
 
@@ -48,6 +62,15 @@ class BatchingPolicy:
     async def __call__(self, request: Request) -> Completion:
         future = asyncio.get_running_loop().create_future()
         self._pending.append((request, future))
+        self._poke()
+        return await future
+
+    async def likelihoods(self, request: Request, continuations: list[list[int]]) -> Likelihoods:
+        """The log-probs of each continuation's tokens right after ``request``'s prompt
+        (temperature 1, no nucleus), batched with every other pending call: a scored move's
+        candidate replies (``spiral.action: scored``)."""
+        future = asyncio.get_running_loop().create_future()
+        self._scoring.append((request, continuations, future))
         self._poke()
         return await future
 
@@ -75,7 +98,8 @@ class BatchingPolicy:
                 live = sum(not t.done() for t in tasks)
                 if live == 0:
                     break
-                if self._pending and len(self._pending) + self._elsewhere >= live:
+                waiting = len(self._pending) + len(self._scoring)
+                if waiting and waiting + self._elsewhere >= live:
                     await self._flush()
                     continue
                 self._wake.clear()
@@ -90,6 +114,10 @@ class BatchingPolicy:
             self._wake = None
 
     async def _flush(self) -> None:
+        if self._scoring:
+            await self._flush_scoring()
+        if not self._pending:
+            return
         batch, self._pending = self._pending, []
         self.engine_calls += 1
         requests = [request for request, _ in batch]
@@ -105,6 +133,38 @@ class BatchingPolicy:
             self.tokens_generated += len(completion.token_ids)
             if not future.done():
                 future.set_result(completion)
+
+    async def _flush_scoring(self) -> None:
+        batch, self._scoring = self._scoring, []
+        self.engine_calls += 1
+        try:
+            results = await asyncio.to_thread(self._score_all, batch)
+        except Exception as exc:
+            for *_, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (*_, future), result in zip(batch, results, strict=True):
+            self.tokens_scored += sum(len(c) for c in result.logprobs)
+            if not future.done():
+                future.set_result(result)
+
+    def _score_all(
+        self, batch: list[tuple[Request, list[list[int]], asyncio.Future]]
+    ) -> list[Likelihoods]:
+        """One engine call for every candidate of every pending request."""
+        requests = [request for request, continuations, _ in batch for _ in continuations]
+        flat = [list(c) for _, continuations, _ in batch for c in continuations]
+        with self.lock:
+            logprobs = self._engine.score(requests, flat) if flat else []
+            version = self.version
+        results, start = [], 0
+        for request, continuations, _ in batch:
+            end = start + len(continuations)
+            results.append(Likelihoods(encode_request(self.tokenizer, request),
+                                       logprobs[start:end], version))
+            start = end
+        return results
 
     def _generate(self, requests: list[Request]) -> list[Completion]:
         with self.lock:

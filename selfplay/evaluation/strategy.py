@@ -5,7 +5,8 @@ the exploitability of the whole (docs/games.md#exploitability).
 Sampled replies come from the engine's own random stream, seeded by ``--seed`` (default: the
 run's seed), so the same command gives the same counts and another seed other replies;
 ``--scored`` needs no sampling at all: the probability of answering each legal move in the
-answer format.
+answer format. A run whose moves are scored (``spiral.action: scored``) is always measured
+exactly: its policy is the distribution over the legal moves it plays from.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def measure_run(
             known = ", ".join(r.key for r in rows[:12])
             raise UserError(f"--state {state!r}: not an information state of {spec['id']} "
                             f"(e.g. {known})")
+        scored = scored or loop.settings.action == "scored"  # such a run's policy is exact
         low, high = (None, None) if scored else bootstrap(spiel, rows, seed=model.config.seed)
         loop.close()
     finally:
@@ -67,7 +69,7 @@ def measure_run(
         "states": [{"key": r.key, "player": r.player,
                     "actions": dict(zip(r.names, r.probabilities(), strict=True)),
                     "counts": dict(zip(r.names, r.counts, strict=True)), "invalid": r.invalid,
-                    "replies": r.replies}
+                    "outside": r.outside, "replies": r.replies}
                    for r in chosen],
     }
 

@@ -42,13 +42,16 @@ def token_coefficients(
     seq-mean-token-sum-norm: 1 / (sequences · max_new_tokens)   (Dr. GRPO: constant normaliser)
     seq-mean-token-mean:     1 / (sequences · own length)       (GRPO)
     prompt-level:            1 / (groups · tokens in own group) (ScaleRL)
+
+    A scored move (``turn.choice``) is one decision: its length is 1 and its constant
+    normaliser 1, so every mode weighs a batch of moves as the mean over them.
     """
     lengths = [max(s.turn.num_model_tokens, 1) for s in samples]
     n = len(samples)
     if mode == "token-mean":
         return [1.0 / sum(lengths)] * n
     if mode == "seq-mean-token-sum-norm":
-        return [1.0 / (n * max_new_tokens)] * n
+        return [1.0 / (n * (1 if s.turn.choice is not None else max_new_tokens)) for s in samples]
     if mode == "seq-mean-token-mean":
         return [1.0 / (n * length) for length in lengths]
     if mode == "prompt-level":

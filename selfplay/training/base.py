@@ -42,7 +42,10 @@ class LearnerSettings:
     max_new_tokens: int = 64  # Dr. GRPO's constant normaliser
     dtype: str = "float32"
     gradient_checkpointing: bool = False
-    share_prefix: bool = True  # run a group's shared prompt once per micro-batch
+    # pack each micro-batch's rows into a prefix tree: every shared beginning computed once
+    # (training/batches.py); false: padded rows, micro_batch_size at a time
+    share_prefix: bool = True
+    tree_tokens: int = 2048  # nodes of one prefix-tree micro-batch (bounds its memory)
     lora: LoraSpec | None = field(default_factory=LoraSpec)  # None → full fine-tuning
 
 

@@ -191,8 +191,7 @@ class LocalLearner(Learner):
 
     @property
     def share_prefixes(self) -> bool:
-        # HF disables the KV cache under gradient checkpointing, which the prefix path needs.
-        return self.settings.share_prefix and not self.settings.gradient_checkpointing
+        return self.settings.share_prefix
 
 
 def logit_transform(model, model_path: Path | str) -> LogitTransform:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from selfplay.engines.tree import tree_hidden
 from selfplay.rl.losses import (
     LogitTransform,
     chunked_logprobs,
@@ -29,7 +30,7 @@ from selfplay.rl.losses import (
     tis_weights,
     token_losses,
 )
-from selfplay.training.batches import MicroBatch
+from selfplay.training.batches import MicroBatch, decision_logprobs
 
 # kl: the KL estimate summed over the tokens that had a reference (kl_tokens; all of them when
 # train.kl_coef > 0, none otherwise)
@@ -107,7 +108,9 @@ class Scorer:
     def compute(
         self, batch: MicroBatch, model: torch.nn.Module | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs and entropies of ``batch``'s tokens under ``model`` (the policy if None)."""
+        """Log-probs and entropies of ``batch``'s tokens under ``model`` (the policy if None),
+        or, in a batch of scored moves, of its decisions (log π(chosen | s) and the entropy of
+        π(· | s) over the candidates)."""
         if model is None:
             model = self.model
             if self.adapters:
@@ -119,7 +122,7 @@ class Scorer:
         head = core.get_output_embeddings()
         # the distribution the engine sampled each token from: the model's own logits
         # (bias, scaling, soft-capping), that token's temperature and top-p nucleus
-        return chunked_logprobs(
+        logp, entropy = chunked_logprobs(
             selected,
             head.weight,
             batch.targets,
@@ -129,39 +132,21 @@ class Scorer:
             top_p=batch.top_p,
             transform=self.transform,
         )
+        if batch.chosen is not None:  # scored moves: log π(chosen | s) over the candidates
+            return decision_logprobs(logp, batch)
+        return logp, entropy
 
     def predicting_hidden(self, decoder, batch: MicroBatch) -> torch.Tensor:
-        """Hidden states indexed so that ``[row, col]`` predicts the token ``batch`` scores."""
-        if batch.prefix_ids is None:
-            positions = (batch.attention.cumsum(-1) - 1).clamp(min=0)
-            return decoder(
-                input_ids=batch.input_ids, attention_mask=batch.attention, position_ids=positions
-            ).last_hidden_state
-        from transformers import DynamicCache
-
-        rows, width = batch.input_ids.shape
-        prefix_len = batch.prefix_ids.shape[1]
-        cache = DynamicCache()
-        prefix = decoder(
-            input_ids=batch.prefix_ids,
-            position_ids=torch.arange(prefix_len, device=self.device)[None],
-            past_key_values=cache,
-            use_cache=True,
-        ).last_hidden_state  # [1, P, H]
-        # Autograd flows through the expanded cache, so every row's gradient reaches the prompt
-        # computation exactly as if the prompt had been run once per row.
-        cache.batch_repeat_interleave(rows)
-        attention = torch.cat([batch.attention.new_ones((rows, prefix_len)), batch.attention], 1)
-        positions = prefix_len + torch.arange(width, device=self.device)[None].expand(rows, -1)
-        suffix = decoder(
-            input_ids=batch.input_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-        ).last_hidden_state  # [B, S, H]
-        first = prefix[:, -1:].expand(rows, 1, prefix.shape[-1])  # predicts completion token 0
-        return torch.cat([first, suffix[:, :-1]], dim=1)
+        """Hidden states indexed so that ``[row, col]`` predicts the token ``batch`` scores: the
+        padded rows' own positions, or a prefix tree's nodes (one packed row, every shared
+        beginning computed once; autograd sums the gradient of a shared node over every row
+        under it, exactly as if each row had computed it alone)."""
+        if batch.tree is not None:
+            return tree_hidden(decoder, batch.tree, self.device)[None]  # [1, nodes, H]
+        positions = (batch.attention.cumsum(-1) - 1).clamp(min=0)
+        return decoder(
+            input_ids=batch.input_ids, attention_mask=batch.attention, position_ids=positions
+        ).last_hidden_state
 
     def first_pass(self, batches: list[MicroBatch]) -> None:
         """PPO epochs > 1: every batch keeps the log-probs of the policy before the update."""

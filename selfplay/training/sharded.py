@@ -18,7 +18,6 @@ process.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -67,8 +66,7 @@ class ShardedLearner(Learner):
         if parallel.strategy not in STRATEGIES:
             raise UserError(f"train.parallel.strategy {parallel.strategy!r} is not one of "
                             f"{', '.join(STRATEGIES)}")
-        # the one-process learner's settings, but every micro-batch runs its prompt in full
-        self.settings = replace(settings, share_prefix=False)
+        self.settings = settings
         self.adapters = list(adapters or []) if settings.lora else []
         self.ranks = parallel.ranks
         where = where or (TorchrunRanks if launched_by_torchrun() else RayRanks)
@@ -86,7 +84,8 @@ class ShardedLearner(Learner):
         if not samples:
             self.version += 1
             return {"train/samples": 0.0}
-        batches = learner_batches(samples, self.adapters, self.settings, share_prefixes=False)
+        batches = learner_batches(samples, self.adapters, self.settings,
+                                  share_prefixes=self.settings.share_prefix)
         shares, weights = deal(batches, self.ranks)
         used = sorted({b.adapter for b in batches})
         results = self._all("step", per_rank=[(s, w, used) for s, w in zip(shares, weights,

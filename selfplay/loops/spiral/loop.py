@@ -44,6 +44,7 @@ from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots, prompt_request
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
+from selfplay.loops.spiral.moves import ActionForm, Normalisation, scored_move
 from selfplay.loops.spiral.opponents import (
     bot_name,
     bot_seat,
@@ -101,6 +102,12 @@ class SpiralSettings(LoopSettings):
     invalid_penalty: float = -1.5  # offender's training reward for an invalid/unparseable move
     invalid_opponent_reward: float = 0.5  # the other seat's training reward then
     lenient: bool = False  # accept the last [token] when no \boxed{} is given
+    # how a move is chosen: ``text`` (a free reply, its move parsed: the paper's form) or
+    # ``scored`` (a draw from the softmax over the legal moves of the model's log-probability
+    # of each move's reply, normalised by ``action_norm``: sum (GLAM), token or word (TWOSOME);
+    # spiral/moves.py): no move is invalid, and the learner trains log π(move | state)
+    action: ActionForm = "text"
+    action_norm: Normalisation = "sum"
     eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
     # random, initial (LoRA runs), pool (the pool's snapshots), or bots: mcts:100, alphabeta, cfr
     eval_opponents: list[str] = ["random", "initial"]
@@ -138,6 +145,11 @@ class SpiralLoop(Loop):
         # run folder exists, not mid-run
         for spec in s.games:
             game = games.trial(spec.id, max_turns=spec.max_turns, **spec.kwargs)
+            if s.action == "scored" and game.legal_actions(game.current_player) is None:
+                raise UserError(
+                    f"spiral.action: scored needs each game's legal moves; game {spec.id!r} "
+                    "lists none (a free-form game): use action: text"
+                )
             if s.reward == "payoff" and "returns" not in game.info:
                 raise UserError(
                     f"spiral.reward: payoff needs each game's payoff (info['returns']); game "
@@ -217,6 +229,7 @@ class SpiralLoop(Loop):
     ) -> GameRecord:
         game.reset(seed)
         record = GameRecord()
+        moves_rng = random.Random(seed * 7919 + 1)  # scored moves' draws, seeded per game
         while not game.done:
             seat = game.current_player
             who = seats[seat]
@@ -230,6 +243,17 @@ class SpiralLoop(Loop):
                     record.invalid_by, record.invalid_reason = seat, result.reason
                 continue
             request = self.move_request(seat, who, game, greedy)
+            if self.settings.action == "scored":  # a draw over the legal moves: always valid
+                names = game.legal_actions(seat)
+                turn = await scored_move(policy, request, names, self.settings.action_norm,
+                                         greedy, moves_rng)
+                record.outside.append(turn.choice.outside)
+                if who.trained:
+                    record.turns.append(turn)
+                result = game.step(names[turn.choice.chosen])
+                if not result.valid:
+                    record.invalid_by, record.invalid_reason = seat, result.reason
+                continue
             completion = await policy(request)
             if who.trained:
                 record.turns.append(self.turn(request, completion, policy))

@@ -36,6 +36,8 @@ class GameRecord:
     moves: int = 0
     parse_failures: int = 0
     random_guessed: bool = False  # the random seat moved where no legal move was known
+    # scored moves: the model's probability outside the legal replies, at each of its moves
+    outside: list[float] = field(default_factory=list)
 
     def info(self, game, game_index: int, seats: dict[int, Seat], assignment, opponent) -> dict:
         """The episode's ``info`` for a training game."""
@@ -54,6 +56,7 @@ class GameRecord:
             "truncated": game.truncated,
             "moves": self.moves,
             "parse_failures": self.parse_failures,
+            "outside_mass": self.outside,
             "outcome": {str(k): v for k, v in game.outcome().items()} if game.done else None,
         }
 
@@ -84,7 +87,9 @@ def game_metrics(episodes: list[Episode]) -> dict[str, float]:
     # who broke the rules: the trained policy, or a non-trained opponent (random, frozen, pool)
     policy_invalid = sum(e.info.get("invalid_by_kind") == "policy" for e in episodes) / n
     model_turns = max(sum(len(e.turns) for e in episodes), 1)
-    return {
+    outside = [p for e in episodes for p in e.info.get("outside_mass", [])]
+    scored = {"game/outside_mass": sum(outside) / len(outside)} if outside else {}
+    return scored | {
         "game/invalid_rate": invalid,
         "game/policy_invalid_rate": policy_invalid,
         "game/opponent_invalid_rate": invalid - policy_invalid,

@@ -20,6 +20,7 @@ from games import extract_action, match_legal
 from games.kuhn_poker import from_openspiel, openspiel_move
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
+from selfplay.loops.spiral.moves import Normalisation, candidates, state_policy
 from selfplay.loops.spiral.records import Seat
 from selfplay.stats.exploitability import (
     StateCounts,
@@ -85,9 +86,13 @@ async def measure(
 ) -> tuple[Any, list[StateCounts]]:
     """(the OpenSpiel game, the policy's replies at each of its information states): counted
     over ``samples`` sampled replies, or with ``scored`` the probability of replying with each
-    legal move in the answer format, the rest of the probability left as other replies."""
+    legal move in the answer format, the rest of the probability left as other replies. A run
+    whose moves are scored (``spiral.action: scored``) is always measured exactly: its policy
+    *is* the distribution over the legal moves (``counts`` = π, no invalid mass; the mass the
+    model put outside the legal replies is ``outside``)."""
     view = view_of(game_id, kwargs)
     seat = Seat("policy", loop.policy_adapter())
+    exact = getattr(loop.settings, "action", "text") == "scored"
     asks, rows = [], []
     for key, player, state in information_states(view.spiel_game):
         game = view.at(state)
@@ -95,10 +100,10 @@ async def measure(
         names = [view.name(game, player, a) for a in legal]
         rows.append(StateCounts(key, player, legal, names, [0.0] * len(legal)))
         asks += [(rows[-1], loop.move_request(player, seat, game, greedy=False))
-                 for _ in range(1 if scored else samples)]
-    if scored:
-        for counts, request in asks:
-            score_moves(policy, request, counts)
+                 for _ in range(1 if scored or exact else samples)]
+    if scored or exact:
+        norm = loop.settings.action_norm if exact else None
+        await policy.gather(score_moves(policy, request, counts, norm) for counts, request in asks)
         return view.spiel_game, rows
     completions = await policy.gather(policy(request) for _, request in asks)
     for (counts, _), completion in zip(asks, completions, strict=True):
@@ -112,14 +117,18 @@ async def measure(
     return view.spiel_game, rows
 
 
-def score_moves(policy: BatchingPolicy, request, counts: StateCounts) -> None:
-    """P(the reply is ``\\boxed{<move>}``) for each legal move, after the prompt's prefill."""
-    continuations = []
-    for name in counts.names:
-        answer = f"\\boxed{{{name}}}"
-        rest = answer[len(request.prefill):] if answer.startswith(request.prefill) else answer
-        continuations.append(policy.tokenizer(rest, add_special_tokens=False).input_ids)
-    logprobs = policy.score([request] * len(continuations), continuations)
+async def score_moves(
+    policy: BatchingPolicy, request, counts: StateCounts, norm: Normalisation | None = None
+) -> None:
+    """P(the reply is ``\\boxed{<move>}``) for each legal move, after the prompt's prefill, the
+    rest of the probability as invalid; with ``norm`` (a scored-move run) the policy π itself,
+    normalised as it plays, and the rest of the probability as ``outside``."""
+    replies = candidates(policy.tokenizer, request, counts.names)
+    logprobs = (await policy.likelihoods(request, replies)).logprobs
+    if norm is not None:
+        counts.counts, counts.outside = state_policy(logprobs, counts.names, replies, norm)
+        counts.invalid = 0.0
+        return
     counts.counts = [math.exp(sum(lp)) for lp in logprobs]
     counts.invalid = max(0.0, 1.0 - sum(counts.counts))
 
@@ -130,11 +139,23 @@ async def exploitability_metrics(
     """``eval/exploitability/<game>`` of the sampled policy, its 90% bootstrap interval, and
     the invalid mass."""
     spiel, rows = await measure(loop, policy, game_id, samples, kwargs=kwargs)
-    low, high = bootstrap(spiel, rows, seed=loop.config.seed)
+    exact = getattr(loop.settings, "action", "text") == "scored"
+    # sampled: the replies resampled; exact (scored moves): what a referee sampling ``samples``
+    # moves per state from π would find (the figure itself has no sampling error)
+    drawn = [as_draws(r, samples) for r in rows] if exact else rows
+    low, high = bootstrap(spiel, drawn, seed=loop.config.seed)
     prefix = f"eval/exploitability/{game_id}"  # openspiel:kuhn_poker and kuhn_poker differ
-    return {
+    outside = {f"{prefix}/outside": sum(r.outside for r in rows) / len(rows)} if exact else {}
+    return outside | {
         prefix: exploitability(spiel, rows),
         f"{prefix}/low": low,
         f"{prefix}/high": high,
         f"{prefix}/invalid": invalid_mass(rows),
     }
+
+
+def as_draws(state: StateCounts, samples: int) -> StateCounts:
+    """An exact distribution as the expected counts of ``samples`` draws from it (what the
+    bootstrap resamples)."""
+    return StateCounts(state.key, state.player, state.actions, state.names,
+                       [p * samples for p in state.counts], state.invalid * samples)
