@@ -101,7 +101,7 @@ def decision_logprobs(
     norm = top + torch.log(shifted.new_zeros(decisions).index_add(0, group, shifted))
     log_pi = logits - norm[group]  # [C]
     entropy = -log_pi.new_zeros(decisions).index_add(0, group, log_pi.exp() * log_pi)
-    return log_pi[batch.chosen], entropy
+    return log_pi[batch.chosen], entropy.detach()  # the entropy is reported, not trained
 
 
 def micro_batches(
