@@ -47,7 +47,8 @@ def grouped_decode_attention(
     out = F.scaled_dot_product_attention(
         stacked, key, value, attn_mask=attention_mask, scale=scaling, is_causal=False
     )
-    return out.view(batch, 1, heads, head_dim), None  # (batch, q_len, heads, head_dim)
+    # reshape, not view: CUDA kernels may return the heads in another memory layout
+    return out.reshape(batch, 1, heads, head_dim), None  # (batch, q_len, heads, head_dim)
 
 
 AttentionInterface.register(DECODE_ATTENTION, grouped_decode_attention)

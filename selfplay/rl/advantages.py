@@ -124,6 +124,35 @@ def rae_samples(episodes: Iterable[Episode], baseline: RAEBaseline) -> list[Samp
     return samples
 
 
+def state_baseline_samples(
+    episodes: Iterable[Episode], baseline: RAEBaseline, min_visits: int = 2
+) -> list[Sample]:
+    """RAE's samples, re-centred per state: a turn whose prompt (its role included) was seen at
+    least ``min_visits`` times among the step's turns gets A = R − mean of the *other* turns'
+    returns at that state (leave-one-out, so the baseline is independent of the turn's own
+    action: unbiased), a Monte Carlo estimate of the state's value under the current policies;
+    a rarer state keeps RAE's A = R − b[env, role] (which every game still updates).
+
+    Against RAE's one baseline per seat, the advantages at each visited state sum to zero, so
+    a step never pushes every state's likeliest move at once when a seat's returns run above
+    or below its baseline (the common mode a shared policy's parameters amplify)."""
+    samples = rae_samples(episodes, baseline)
+    returns = {id(turn): episode.rewards[turn.role]
+               for episode in episodes for turn in episode.turns if turn.role in episode.rewards}
+    visits: dict[tuple, list[Sample]] = defaultdict(list)
+    for sample in samples:
+        visits[(sample.turn.role, tuple(sample.turn.prompt_ids))].append(sample)
+    for members in visits.values():
+        n = len(members)
+        if n < min_visits:
+            continue
+        total = sum(returns[id(m.turn)] for m in members)
+        for member in members:
+            own = returns[id(member.turn)]
+            member.advantage = own - (total - own) / (n - 1)
+    return samples
+
+
 def _sample(turn, advantage: float, group_id: str, episode: Episode) -> Sample:
     return Sample(
         turn=turn,

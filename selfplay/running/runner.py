@@ -306,6 +306,10 @@ def new_run_dir(config: ExperimentConfig, loop: Loop | None = None) -> Path:
     the config, the role prompts' text, plug-in sources, the environment."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(config.run_dir) / f"{config.name}-{stamp}"
+    for again in range(2, 100):  # runs of one experiment started in the same second
+        if not run_dir.exists():
+            break
+        run_dir = Path(config.run_dir) / f"{config.name}-{stamp}-{again}"
     make_folder(run_dir, f"run_dir {config.run_dir}")  # /proc/nope: one line, not a traceback
     try:
         inputs.freeze(config, run_dir, loop)

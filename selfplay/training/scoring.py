@@ -69,6 +69,19 @@ class Totals:
         }
 
 
+def distinct_tokens(batch: MicroBatch):
+    """(cols, targets, temperature, top_p, inverse): a tree batch's distinct scored (node,
+    token, temperature, top-p), and where each scored token finds its own (``inverse``); a
+    padded batch's tokens as they are (``inverse`` None)."""
+    if batch.tree is None:
+        return batch.cols, batch.targets, batch.temperature, batch.top_p, None
+    key = torch.stack([batch.cols.double(), batch.targets.double(),
+                       batch.temperature.double(), batch.top_p.double()], 1)
+    unique, inverse = torch.unique(key, dim=0, return_inverse=True)
+    return (unique[:, 0].long(), unique[:, 1].long(), unique[:, 2].float(),
+            unique[:, 3].float(), inverse)
+
+
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     """The initial weights for the KL term of full fine-tuning: a copy nothing trains."""
     reference = copy.deepcopy(model).eval()
@@ -118,20 +131,26 @@ class Scorer:
                 self.mark_trainable()
         core = model.get_base_model() if self.adapters else model
         hidden = self.predicting_hidden(core.get_decoder(), batch)
-        selected = hidden[batch.rows, batch.cols]
         head = core.get_output_embeddings()
+        # A tree holds repeated rows once, so many scored tokens are one (node, token) pair: the
+        # head (a [N, vocab] product) runs once per distinct pair, its result shared (and its
+        # gradient summed) by every token that is that pair.
+        cols, targets, temperature, top_p, inverse = distinct_tokens(batch)
+        selected = hidden[batch.rows, cols] if inverse is None else hidden[0, cols]
         # the distribution the engine sampled each token from: the model's own logits
         # (bias, scaling, soft-capping), that token's temperature and top-p nucleus
         logp, entropy = chunked_logprobs(
             selected,
             head.weight,
-            batch.targets,
-            batch.temperature,
+            targets,
+            temperature,
             self.settings.logprob_chunk_size,
             bias=getattr(head, "bias", None),
-            top_p=batch.top_p,
+            top_p=top_p,
             transform=self.transform,
         )
+        if inverse is not None:
+            logp, entropy = logp[inverse], entropy[inverse]
         if batch.chosen is not None:  # scored moves: log π(chosen | s) over the candidates
             return decision_logprobs(logp, batch)
         return logp, entropy

@@ -54,9 +54,10 @@ from selfplay.loops.spiral.opponents import (
 )
 from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
 from selfplay.loops.spiral.strategy import exploitability_metrics, view_of
+from selfplay.rl.advantages import state_baseline_samples
 from selfplay.stats.games import eval_metrics
 from selfplay.stats.ratings import ladder_metrics
-from selfplay.types import Collected, Episode, Request
+from selfplay.types import Collected, Episode, Request, Sample
 
 ROLE = "player"
 POOL_PREFIX = "pool-"
@@ -108,6 +109,10 @@ class SpiralSettings(LoopSettings):
     # spiral/moves.py): no move is invalid, and the learner trains log π(move | state)
     action: ActionForm = "text"
     action_norm: Normalisation = "sum"
+    # the advantage's baseline: ``rae`` (SPIRAL: one per game and seat) or ``state`` (the mean
+    # return of the step's other visits to the same information state, leave-one-out; RAE for
+    # a state visited once; rl/advantages.py: state_baseline_samples)
+    baseline: Literal["rae", "state"] = "rae"
     eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
     # random, initial (LoRA runs), pool (the pool's snapshots), or bots: mcts:100, alphabeta, cfr
     eval_opponents: list[str] = ["random", "initial"]
@@ -325,6 +330,11 @@ class SpiralLoop(Loop):
         self.curriculum.report(game_groups(episodes, self.settings.invalid_penalty), step)
         metrics = self.curriculum.metrics(step) | game_metrics(episodes)
         return Collected(episodes, metrics, games=len(episodes))
+
+    def samples(self, episodes: list[Episode]) -> list[Sample]:
+        if self.settings.baseline == "state":
+            return state_baseline_samples(episodes, self.baseline)
+        return super().samples(episodes)
 
     # ------------------------------------------------------------------ opponent pool
     def after_update(self, step: int, snapshots: Snapshots) -> None:
