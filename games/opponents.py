@@ -167,7 +167,8 @@ WEIGHTINGS = ("uniform", *PFSP_WEIGHTINGS)
 
 class FictitiousPool(CheckpointPool):
     """A ``CheckpointPool`` of past policy snapshots that remembers how the current policy does
-    against each, to draw opponents for fictitious self-play (docs/games.md#opponents).
+    against each, to draw opponents for fictitious self-play
+    (docs/algorithms.md#fictitious-self-play).
 
     ``record(snapshot, score)`` adds one game's result from the *current* policy's side (1 win,
     ½ draw, 0 loss). Older games fade: before each new game against a snapshot its counts are

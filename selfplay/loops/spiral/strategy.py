@@ -124,13 +124,12 @@ def score_moves(policy: BatchingPolicy, request, counts: StateCounts) -> None:
     counts.invalid = max(0.0, 1.0 - sum(counts.counts))
 
 
-async def exploitability_metrics(
-    loop: Player, policy: BatchingPolicy, game_id: str, samples: int, kwargs: dict | None
+def exploitability_figures(
+    game_id: str, spiel: Any, rows: list[StateCounts], seed: int
 ) -> dict[str, float]:
-    """``eval/exploitability/<game>`` of the sampled policy, its 90% bootstrap interval, and
-    the invalid mass."""
-    spiel, rows = await measure(loop, policy, game_id, samples, kwargs=kwargs)
-    low, high = bootstrap(spiel, rows, seed=loop.config.seed)
+    """``eval/exploitability/<game>`` of the measured (sampled) policy, its 90% bootstrap
+    interval, and the invalid mass."""
+    low, high = bootstrap(spiel, rows, seed=seed)
     prefix = f"eval/exploitability/{game_id}"  # openspiel:kuhn_poker and kuhn_poker differ
     return {
         prefix: exploitability(spiel, rows),
