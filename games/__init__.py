@@ -18,7 +18,9 @@ from games.base import DEFAULT_MAX_TURNS, Game, GameOverError, NativeGame, StepR
 from games.kuhn_poker import KuhnPoker
 from games.openspiel_adapter import OpenSpielGame
 from games.opponents import (
+    WEIGHTINGS,
     CheckpointPool,
+    FictitiousPool,
     Opponent,
     RandomOpponent,
     assign_seats,
@@ -45,7 +47,9 @@ from games.tictactoe import TicTacToe
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
+    "WEIGHTINGS",
     "CheckpointPool",
+    "FictitiousPool",
     "Game",
     "GameOverError",
     "GameRaisedError",

@@ -152,6 +152,100 @@ class CheckpointPool:
         return pool
 
 
+# AlphaStar's prioritised fictitious self-play (Vinyals et al. 2019; the pseudocode's ``pfsp``):
+# P(B) ∝ f(P[current beats B]). squared and linear favour the snapshots that beat the current
+# policy, variance those around its level; linear_capped gives every snapshot it beats less
+# than half of the time the same weight.
+PFSP_WEIGHTINGS = {
+    "squared": lambda x: (1.0 - x) ** 2,
+    "linear": lambda x: 1.0 - x,
+    "linear_capped": lambda x: min(0.5, 1.0 - x),
+    "variance": lambda x: x * (1.0 - x),
+}
+WEIGHTINGS = ("uniform", *PFSP_WEIGHTINGS)
+
+
+class FictitiousPool(CheckpointPool):
+    """A ``CheckpointPool`` of past policy snapshots that remembers how the current policy does
+    against each, to draw opponents for fictitious self-play
+    (docs/algorithms.md#fictitious-self-play).
+
+    ``record(snapshot, score)`` adds one game's result from the *current* policy's side (1 win,
+    ½ draw, 0 loss). Older games fade: before each new game against a snapshot its counts are
+    multiplied by ``decay`` (AlphaStar's 0.99), so the win rate follows the policy as it learns.
+    ``win_rate`` is 0.5 before any game. ``sample(rng)`` draws uniformly or by a PFSP weighting
+    of the win rates, uniformly when the weights sum below 1e-10 (every snapshot beaten).
+    """
+
+    def __init__(self, size: int = 25, refresh_every: int = 5, weighting: str = "uniform",
+                 decay: float = 0.99) -> None:
+        super().__init__(size, refresh_every)
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting {weighting!r}: one of {', '.join(WEIGHTINGS)}")
+        if not 0 < decay <= 1:
+            raise ValueError(f"decay {decay}: in (0, 1]")
+        self.weighting, self.decay = weighting, decay
+        self.results: dict[str, list[float]] = {}  # snapshot: [score, games], decayed
+
+    def record(self, ckpt_id: str, score: float) -> None:
+        """One finished game against ``ckpt_id``; a snapshot that left the pool meanwhile (an
+        asynchronous run) is ignored."""
+        if not 0 <= score <= 1:
+            raise ValueError(f"a game's score is in [0, 1], not {score}")
+        if ckpt_id not in self:
+            return
+        scored, games = self.results.get(ckpt_id, (0.0, 0.0))
+        self.results[ckpt_id] = [scored * self.decay + score, games * self.decay + 1.0]
+
+    def win_rate(self, ckpt_id: str) -> float:
+        """P[current policy beats ``ckpt_id``]: draws count ½; 0.5 before any game."""
+        scored, games = self.results.get(ckpt_id, (0.0, 0.0))
+        return scored / games if games > 0 else 0.5
+
+    def probabilities(self) -> dict[str, float]:
+        """Each snapshot's chance to be drawn next, oldest first."""
+        ids = self.ids
+        if not ids:
+            return {}
+        if self.weighting == "uniform":
+            return dict.fromkeys(ids, 1.0 / len(ids))
+        weight = PFSP_WEIGHTINGS[self.weighting]
+        weights = [weight(self.win_rate(ckpt)) for ckpt in ids]
+        total = sum(weights)
+        if total < 1e-10:  # the pseudocode's fallback: uniform
+            return dict.fromkeys(ids, 1.0 / len(ids))
+        return {ckpt: w / total for ckpt, w in zip(ids, weights, strict=True)}
+
+    def sample(self, rng: random.Random) -> str:
+        if not self._pool:
+            raise LookupError("FictitiousPool is empty: add a checkpoint before sampling")
+        if self.weighting == "uniform":  # the same draw as CheckpointPool's
+            return super().sample(rng)
+        chances = self.probabilities()
+        return rng.choices(list(chances), weights=list(chances.values()))[0]
+
+    def maybe_add(self, step: int, ckpt_id: str) -> bool:
+        added = super().maybe_add(step, ckpt_id)
+        for evicted in set(self.results) - set(self.ids):  # its results leave with it
+            del self.results[evicted]
+        return added
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "weighting": self.weighting, "decay": self.decay,
+                "results": {ckpt: list(r) for ckpt, r in self.results.items()}}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> FictitiousPool:
+        """A pool saved by either class (a kind-pool run resumed as fictitious: no results)."""
+        pool = cls(state["size"], state["refresh_every"], state.get("weighting", "uniform"),
+                   state.get("decay", 0.99))
+        for step, ckpt in state["entries"]:
+            pool._pool.append((int(step), str(ckpt)))
+        pool.results = {str(k): [float(v) for v in r]
+                        for k, r in state.get("results", {}).items()}
+        return pool
+
+
 def assign_seats(rng: random.Random, num_players: int = 2) -> dict[int, str]:
     """Seat -> "model" / "opponent", the model's seat drawn at random for each game.
 

@@ -107,7 +107,10 @@ def make_game_run(root: Path) -> Path:
          # the ladder (openskill): the policy climbs past the random player at step 1
          "eval/ladder/policy/mu": 24.0 + 2 * s, "eval/ladder/policy/sigma": 7.0,
          "eval/ladder/policy/ordinal": 3.0 + 2 * s, "eval/ladder/random/mu": 26.0 - 2 * s,
-         "eval/ladder/random/sigma": 7.5, "eval/ladder/random/ordinal": 3.5 - 2 * s}
+         "eval/ladder/random/sigma": 7.5, "eval/ladder/random/ordinal": 3.5 - 2 * s,
+         # exploitability (current with its interval, average), 4 training games per step
+         **_exploitability("kuhn_poker", 0.4 - 0.1 * s, 0.4 - 0.05 * s, 4 * s, interval=True),
+         **_exploitability("openspiel:leduc_poker", 2.0 - 0.5 * s, 2.0 - 0.25 * s, 4 * s)}
         for s in range(2)])
     for step in range(2):
         winners = [0, 1, None, 0]
@@ -122,6 +125,16 @@ def make_game_run(root: Path) -> Path:
              + ([_turn(INVALID_REPLY, 9, "player_1")] if i == 3 else [])}
             for i, w in enumerate(winners)])
     return run
+
+
+def _exploitability(game: str, current: float, average: float, hands: int,
+                    interval: bool = False) -> dict[str, float]:
+    key = f"eval/exploitability/{game}"
+    figures = {key: current, f"{key}/average": average, f"{key}/hands": float(hands),
+               f"{key}/invalid": 0.25}
+    if interval:
+        figures |= {f"{key}/low": current - 0.05, f"{key}/high": current + 0.1}
+    return figures
 
 
 def make_plugin_run(root: Path) -> Path:

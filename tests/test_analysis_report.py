@@ -90,6 +90,31 @@ def test_game_run_has_game_tables_and_no_task_sections(tmp_path):
     assert all(not p.empty for s in sections.values() for p in s.plots)
 
 
+def test_exploitability_against_training_games_current_average_and_uniform(tmp_path):
+    sections = _sections(make_game_run(tmp_path), embeddings=False)
+    section = sections["exploitability"]
+    plot = section.plots[0]
+    assert plot.name == "exploitability-hands" and plot.xlabel == "training games played"
+    lines = {s.label: s for s in plot.series}
+    assert list(lines) == ["kuhn_poker: current", "kuhn_poker: average",
+                           "kuhn_poker: uniform random", "openspiel:leduc_poker: current",
+                           "openspiel:leduc_poker: average",
+                           "openspiel:leduc_poker: uniform random"]
+    kuhn = lines["kuhn_poker: current"]
+    assert kuhn.x == [0, 4] and kuhn.y == pytest.approx([0.4, 0.3])
+    assert kuhn.band == (pytest.approx([0.35, 0.25]), pytest.approx([0.5, 0.4]))
+    assert lines["openspiel:leduc_poker: current"].band is None  # no interval measured
+    assert lines["kuhn_poker: average"].y == pytest.approx([0.4, 0.35])
+    assert lines["kuhn_poker: uniform random"].y == pytest.approx([11 / 24] * 2)
+    assert lines["openspiel:leduc_poker: uniform random"].y == [2.373611] * 2
+    assert all(lines[k].dash for k in lines if k.endswith("uniform random"))
+    chart = plot.chart()  # on the page: one x per hand count, the band beside the current line
+    assert chart["x"] == [0, 4] and chart["series"][0]["low"] == pytest.approx([0.35, 0.25])
+    per_step = next(p for p in section.plots if p.name == "exploitability-kuhn-poker")
+    assert "average policy" in {s.label for s in per_step.series}
+    assert "average policy at step 1: 0.350" in section.lines[0]
+
+
 def test_half_written_run_reports_what_is_there(tmp_path):
     run = make_curriculum_run(tmp_path, final=False)
     with (run / "metrics.jsonl").open("a") as handle:

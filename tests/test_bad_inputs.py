@@ -39,6 +39,10 @@ FILES: dict[str, str] = {
     "data.bin": "\x00\x01\x02",
     "not-a-run/readme.txt": "just a folder\n",
     "not-a-sweep/readme.txt": "just a folder\n",
+    # a spiral run whose evaluations measured one strategy: nothing to average yet
+    "one-strategy/config.yaml": "loop: spiral\n",
+    "one-strategy/strategies.jsonl": '{"step": 0, "hands": 0, "game": "kuhn_poker", "kwargs": '
+                                     '{"rounds": 1}, "measure": "sampled", "states": []}\n',
 }
 
 # (id, command line, a piece of the one line the user must see)
@@ -136,6 +140,28 @@ CASES: list[tuple[str, list[str], str]] = [
      ["run", "spiral-kuhn-cpu", TINY, "spiral.eval_exploitability=[{id: tictactoe}]"],
      "only OpenSpiel games"),
     ("strategy of a run that is not a game's", ["strategy", "no-such-run"], "no-such-run"),
+    ("fictitious pool of size 0", ["run", "spiral-kuhn-cpu", TINY,
+                                   "spiral.opponent={kind: fictitious, pool_size: 0}"],
+     "pool_size"),
+    ("unknown PFSP weighting", ["run", "spiral-kuhn-cpu", TINY,
+                                "spiral.opponent={kind: fictitious, weighting: hard}"],
+     "weighting"),
+    ("a weighting for a pool that keeps no results", ["run", "spiral-kuhn-cpu", TINY,
+                                                      "spiral.opponent={kind: pool, weighting: "
+                                                      "squared}"], "kind: fictitious"),
+    ("win rates that fade to nothing", ["run", "spiral-kuhn-cpu", TINY,
+                                        "spiral.opponent={kind: fictitious, decay: 0}"], "decay"),
+    ("fictitious self-play whose first snapshot comes after the last step",
+     ["run", "spiral-kuhn-cpu", TINY, "spiral.opponent={kind: fictitious, refresh_every: 12}"],
+     "refresh_every: 12"),
+    ("fictitious self-play without LoRA snapshots", ["run", "spiral-kuhn-cpu", TINY,
+                                                     "train.finetune=full",
+                                                     "spiral.opponent.kind=fictitious"],
+     "needs train.finetune: lora"),
+    ("average strategy of one measured strategy", ["strategy", "one-strategy", "--average"],
+     "it has 1"),
+    ("average strategy of a folder that is not a run", ["strategy", "not-a-run", "--average"],
+     "not-a-run is not a run folder"),
     ("play an unknown game", ["play", "TicTacToe-v9"], "TicTacToe-v9"),
     # --- curricula, tasks, tools
     ("unknown sampler", ["run", "rlvr-curriculum-cpu", TINY, "curriculum.sampler=dapo2"], "dapo2"),

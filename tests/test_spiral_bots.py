@@ -93,7 +93,7 @@ def test_the_pools_snapshots_are_an_evaluation_opponent(tmp_path):
      "more than 30,000 histories"),
     ({"eval_opponents": ["cfr"], "games": [{"id": "simple_negotiation"}]},
      "bots play OpenSpiel games"),
-    ({"eval_opponents": ["pool"]}, "only opponent kind pool keeps"),
+    ({"eval_opponents": ["pool"]}, "only opponent kinds pool and fictitious keep"),
 ])
 def test_an_opponent_that_cannot_play_a_game_is_refused_in_one_line(tmp_path, settings, named):
     with pytest.raises(UserError) as info:

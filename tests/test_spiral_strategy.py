@@ -174,6 +174,8 @@ def test_a_run_measures_exploitability_before_and_after_and_the_page_draws_it(
         assert row[f"{key}/low"] <= row[key] <= row[f"{key}/high"]
         assert 0 <= row[f"{key}/invalid"] <= 1
     section = exploitability_section(RunData.open(run_dir))
-    assert [p.name for p in section.plots] == ["exploitability-kuhn-poker",
+    assert [p.name for p in section.plots] == ["exploitability-hands",
+                                                "exploitability-kuhn-poker",
                                                 "exploitability-invalid-kuhn-poker"]
+    assert [len(s.x) for s in section.plots[0].series] == [2, 2, 2]  # current, average, uniform
     assert "uniform random play: 0.458" in section.lines[0]

@@ -148,13 +148,16 @@ REFERENCE = {"kuhn_poker": (11 / 24, "uniform random"), "leduc_poker": (2.373611
 
 def exploitability_section(run: RunData) -> Section:
     """Per game measured: the policy's exploitability at each evaluation with its 90% bootstrap
-    band, uniform random play's beside it, and the share of replies that chose no legal move."""
+    band, the average policy's (over every evaluation so far), uniform random play's beside
+    them, and the share of replies that chose no legal move; all games against the training
+    games played before each evaluation."""
     section = Section("Exploitability", "exploitability")
     games_measured = sorted({k.removeprefix(EXPLOITABILITY).rsplit("/", 1)[0]
                              for r in run.metrics for k in r if k.startswith(EXPLOITABILITY)})
     if not games_measured:
         section.lines.append("not measured (spiral.eval_exploitability lists no game).")
         return section
+    section.add(_exploitability_by_hands(run, games_measured))
     for game in games_measured:
         key = EXPLOITABILITY + game
         rows = [r for r in run.metrics if key in r]
@@ -162,7 +165,9 @@ def exploitability_section(run: RunData) -> Section:
         series = {"exploitability": [r[key] for r in rows],
                   "90% low": [r.get(f"{key}/low", r[key]) for r in rows],
                   "90% high": [r.get(f"{key}/high", r[key]) for r in rows]}
-        reference = REFERENCE.get(game.removeprefix("openspiel:").split("(")[0])
+        if any(f"{key}/average" in r for r in rows):  # runs before issue 39 have none
+            series["average policy"] = [r.get(f"{key}/average") for r in rows]
+        reference = _reference(game)
         if reference:
             series[reference[1]] = [reference[0]] * len(rows)
         safe = re.sub(r"[^a-zA-Z0-9]+", "-", game).strip("-")
@@ -180,5 +185,33 @@ def exploitability_section(run: RunData) -> Section:
             f"[{fmt(last.get(f'{key}/low'))}, {fmt(last.get(f'{key}/high'))}] at step "
             f"{last['step']}; invalid {fmt(first.get(f'{key}/invalid'))} → "
             f"{fmt(last.get(f'{key}/invalid'))}"
+            + (f"; average policy at step {last['step']}: {fmt(last[f'{key}/average'])}"
+               if f"{key}/average" in last else "")
             + (f"; {reference[1]} play: {reference[0]:.3f}" if reference else ""))
     return section
+
+
+def _reference(game: str) -> tuple[float, str] | None:
+    return REFERENCE.get(game.removeprefix("openspiel:").split("(")[0])
+
+
+def _exploitability_by_hands(run: RunData, games_measured: list[str]) -> Plot:
+    """Every game's current policy (with its 90% band) and average policy against the training
+    games played before each evaluation, uniform random play's level dashed."""
+    plot = Plot("exploitability-hands", "Exploitability by training games played (Nash: 0)",
+                "training games played", "NashConv / 2")
+    for game in games_measured:
+        key = EXPLOITABILITY + game
+        rows = [r for r in run.metrics if key in r and f"{key}/hands" in r]
+        hands = [int(r[f"{key}/hands"]) for r in rows]
+        band = None
+        if any(f"{key}/low" in r for r in rows):
+            band = ([r.get(f"{key}/low") for r in rows], [r.get(f"{key}/high") for r in rows])
+        plot.series.append(Series(f"{game}: current", hands, [r[key] for r in rows], band=band))
+        plot.series.append(Series(f"{game}: average", hands,
+                                  [r.get(f"{key}/average") for r in rows]))
+        reference = _reference(game)
+        if reference and rows:
+            plot.series.append(Series(f"{game}: {reference[1]}", hands,
+                                      [reference[0]] * len(rows), mode="lines", dash=True))
+    return plot

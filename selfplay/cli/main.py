@@ -185,6 +185,14 @@ def cmd_crossplay(args) -> int:
 def cmd_strategy(args) -> int:
     from selfplay.evaluation.strategy import measure_run, print_strategy
 
+    if args.average:  # the run's measured strategies: no model
+        from selfplay.evaluation.average_strategy import average_run, print_average
+
+        if args.scored or args.seed is not None:
+            raise UserError("--average reads the strategies the run measured (strategies.jsonl); "
+                            "--scored and --seed measure the model, which it does not ask")
+        result = average_run(Path(args.run), args.game, step=args.step, state=args.state)
+        return _show(result, args.json, print_average)
     _quiet_libraries()
     result = measure_run(Path(args.run), args.game, samples=args.samples, scored=args.scored,
                          step=args.step, state=args.state, seed=args.seed)
@@ -357,6 +365,9 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--state", help="only this information state (e.g. 1b)")
     st.add_argument("--step", type=int, help="a saved step (default: the latest)")
     st.add_argument("--seed", type=int, help="the sampler's seed (default: the run's)")
+    st.add_argument("--average", action="store_true",
+                    help="the average of the strategies the run's evaluations measured "
+                    "(strategies.jsonl; with --step: those up to it), no model asked")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_strategy)
 

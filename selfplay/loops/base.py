@@ -74,7 +74,8 @@ class LoopSpec:
     ``pass_rates``: its episodes carry the task's p̂ (``Episode.pass_rate``), which ADPO needs.
     ``tasks``: what its curriculum's tasks are (for the resume check's error);
     ``fixed_tasks``: they come from the config (a resumed run must have the same), as opposed
-    to tasks the run generates (Agent0's pools).
+    to tasks the run generates (Agent0's pools). ``eval_files``: the run-folder files its
+    evaluations append rows to (``Loop.evaluation_rows``; SPIRAL's ``strategies.jsonl``).
     """
 
     roles: Mapping[str, tuple[str, ...]]
@@ -82,6 +83,7 @@ class LoopSpec:
     pass_rates: bool = False
     tasks: str = "tasks"
     fixed_tasks: bool = True
+    eval_files: tuple[str, ...] = ()
 
 
 class Loop(ABC):
@@ -121,6 +123,13 @@ class Loop(ABC):
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
         """Held-out metrics (before training, every ``eval_every`` steps and at the end)."""
+        return {}
+
+    def evaluation_rows(self) -> dict[str, list[dict]]:
+        """Rows the evaluations since the last call produced for run-folder files, by the
+        relative path of one of ``spec.eval_files``. The runner appends them beside the
+        evaluation's metrics; each row carries its ``step``, so a resume drops those of the steps
+        it redoes. (``selfplay evaluate`` writes only ``eval.jsonl``.)"""
         return {}
 
     def samples(self, episodes: list[Episode]) -> list[Sample]:

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -49,6 +49,7 @@ class Rollout:
     seconds: float
     tokens: int
     eval_metrics: dict[str, float]
+    eval_rows: dict[str, list[dict]] = field(default_factory=dict)  # Loop.evaluation_rows
 
 
 class Rollouts(Protocol):
@@ -99,6 +100,7 @@ class SyncRollouts:
 def collect(loop: Loop, policy: BatchingPolicy, step: int, evaluate: bool) -> Rollout:
     """Evaluate if asked, then collect one step's episodes (sync steps and the async producer)."""
     eval_metrics = asyncio.run(loop.evaluate(policy, step)) if evaluate else {}
+    eval_rows = loop.evaluation_rows() if evaluate else {}
     start, tokens_before = time.perf_counter(), policy.tokens_generated
     collected = asyncio.run(loop.collect(policy, step))
     if not isinstance(collected, Collected):
@@ -107,7 +109,8 @@ def collect(loop: Loop, policy: BatchingPolicy, step: int, evaluate: bool) -> Ro
             "selfplay.types.Collected(episodes, metrics, tasks)"
         )
     seconds = time.perf_counter() - start
-    return Rollout(step, collected, seconds, policy.tokens_generated - tokens_before, eval_metrics)
+    return Rollout(step, collected, seconds, policy.tokens_generated - tokens_before, eval_metrics,
+                   eval_rows)
 
 
 class _Stopped(Exception):

@@ -165,6 +165,7 @@ def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
     world.tokens += rollout.tokens
     # write: episodes, task rows and the loop's files, on disk before anything trains on them
     world.logger.write_collected(number, rollout.collected)
+    world.logger.append_rows(rollout.eval_rows, world.loop.spec.eval_files)
     # advantages: per role, by the loop's estimator; zero advantages carry no gradient
     samples = trained_roles(world.loop.samples(rollout.collected.episodes), world.config)
     kept = drop_zero_advantage(samples)
@@ -252,7 +253,7 @@ def run(world: World, start_step: int) -> list[dict]:
     """Steps ``start_step`` to ``train.steps`` (or until ``train.token_budget`` is spent),
     then the final evaluation and the report."""
     config, logger = world.config, world.logger
-    logger.truncate_to(start_step)
+    logger.truncate_to(start_step, world.loop.spec.eval_files)
     logger.start_progress(config.train.steps, start_step)
     end = start_step
     try:
@@ -263,6 +264,7 @@ def run(world: World, start_step: int) -> list[dict]:
                 end += 1
         if start_step <= config.train.steps and not _final_logged(world):
             final = asyncio.run(world.loop.evaluate(world.policy, end))
+            logger.append_rows(world.loop.evaluation_rows(), world.loop.spec.eval_files)
             logger.log(end, {"final": 1.0, **final})
     finally:
         logger.close()

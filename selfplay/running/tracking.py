@@ -60,13 +60,16 @@ class RunLogger:
         self._start_wandb(resume)
 
     # ---------------------------------------------------------------- resume hygiene
-    def truncate_to(self, next_step: int) -> None:
-        """Drop rows and set aside episodes of steps ≥ next_step (they will be redone)."""
+    def truncate_to(self, next_step: int, eval_files: tuple[str, ...] = ()) -> None:
+        """Drop rows and set aside episodes of steps ≥ next_step (they will be redone); also
+        the rows of the loop's ``eval_files``."""
         if self.metrics_path.exists():
             rows = [line for line in self.metrics_path.read_text().splitlines() if line.strip()]
             keep = [r for r in rows if _row_step(r) < next_step]
             self.metrics_path.write_text("".join(r + "\n" for r in keep))
-        for path in (self.tasks_path, self.run_dir / "sync.jsonl"):  # written again when redone
+        appended = (self.tasks_path, self.run_dir / "sync.jsonl",
+                    *(self.run_dir / name for name in eval_files))
+        for path in appended:  # written again when redone
             if path.exists():
                 rows = [line for line in path.read_text().splitlines() if line.strip()]
                 keep = [r for r in rows if _row_step(r) < next_step]
@@ -104,6 +107,20 @@ class RunLogger:
             handle.write("".join(json.dumps(dataclasses.asdict(row)) + "\n" for row in rows))
             handle.flush()
             os.fsync(handle.fileno())
+
+    def append_rows(self, files: dict[str, list[dict]], declared: tuple[str, ...]) -> None:
+        """Append an evaluation's rows to run-folder JSONL files (``Loop.evaluation_rows``),
+        each one of the loop's declared ``eval_files``."""
+        for relative, rows in files.items():
+            if relative not in declared:
+                raise ValueError(f"evaluation rows for {relative!r}, which the loop's "
+                                 f"spec.eval_files does not declare ({', '.join(declared)})")
+            path = self.run_dir / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as handle:
+                handle.write("".join(json.dumps(row) + "\n" for row in rows))
+                handle.flush()
+                os.fsync(handle.fileno())
 
     def write_files(self, files: dict[str, list[dict]]) -> None:
         """JSONL files of the run folder a step produced (relative paths), written atomically."""

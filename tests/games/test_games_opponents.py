@@ -4,7 +4,14 @@ import random
 
 import pytest
 
-from games import CheckpointPool, KuhnPoker, RandomOpponent, TicTacToe, assign_seats
+from games import (
+    CheckpointPool,
+    FictitiousPool,
+    KuhnPoker,
+    RandomOpponent,
+    TicTacToe,
+    assign_seats,
+)
 from games.opponents import MODEL, OPPONENT, candidate_actions
 
 
@@ -40,6 +47,83 @@ def test_pool_sampling_and_state() -> None:
     assert restored.ids == pool.ids and restored.size == 25 and restored.refresh_every == 5
     with pytest.raises(ValueError):
         CheckpointPool(size=0)
+
+
+def fictitious(weighting: str, rates: dict[str, list[float]], decay: float = 1.0):
+    """A pool of the snapshots named, each with the game scores given (oldest first)."""
+    pool = FictitiousPool(size=10, refresh_every=1, weighting=weighting, decay=decay)
+    for step, (name, scores) in enumerate(rates.items(), start=1):
+        pool.maybe_add(step, name)
+        for score in scores:
+            pool.record(name, score)
+    return pool
+
+
+def test_fictitious_win_rates_count_draws_half_and_start_at_a_half() -> None:
+    pool = fictitious("uniform", {"a": [1, 0.5, 0, 1], "b": []})
+    assert pool.win_rate("a") == 2.5 / 4 and pool.win_rate("b") == 0.5
+    # older games fade: a loss then a win with decay 0.99 is 1 / (0.99 + 1), not 1/2
+    faded = fictitious("uniform", {"a": [0, 1]}, decay=0.99)
+    assert faded.win_rate("a") == pytest.approx(1 / 1.99)
+
+
+@pytest.mark.parametrize("weighting, expected", [
+    # win rates 0.2, 0.5, 1.0 (the last snapshot always beaten)
+    ("uniform", [1 / 3, 1 / 3, 1 / 3]),
+    ("squared", [0.64 / 0.89, 0.25 / 0.89, 0.0]),
+    ("linear", [0.8 / 1.3, 0.5 / 1.3, 0.0]),
+    ("linear_capped", [0.5, 0.5, 0.0]),
+    ("variance", [0.16 / 0.41, 0.25 / 0.41, 0.0]),
+])
+def test_fictitious_draw_probabilities_follow_pfsp_weightings(weighting, expected) -> None:
+    pool = fictitious(weighting, {"a": [0, 0, 0, 0, 1], "b": [0, 1], "c": [1, 1, 1]})
+    assert [pool.win_rate(c) for c in "abc"] == [0.2, 0.5, 1.0]
+    chances = pool.probabilities()
+    assert list(chances) == ["a", "b", "c"]
+    assert list(chances.values()) == pytest.approx(expected)
+    rng = random.Random(1)
+    draws = [pool.sample(rng) for _ in range(6000)]
+    for name, p in zip("abc", expected, strict=True):  # 6000 draws: sd of a share <= 0.0065
+        assert draws.count(name) / 6000 == pytest.approx(p, abs=0.03)
+
+
+def test_fictitious_weights_that_vanish_fall_back_to_uniform() -> None:
+    every_one_beaten = fictitious("squared", {"a": [1], "b": [1, 1]})
+    assert every_one_beaten.probabilities() == {"a": 0.5, "b": 0.5}
+    extremes = fictitious("variance", {"a": [1], "b": [0]})  # x(1 - x) is 0 at both ends
+    assert extremes.probabilities() == {"a": 0.5, "b": 0.5}
+    assert FictitiousPool().probabilities() == {}
+    with pytest.raises(LookupError):
+        FictitiousPool(weighting="squared").sample(random.Random(0))
+
+
+def test_fictitious_results_leave_with_their_snapshot_and_survive_a_state_round_trip() -> None:
+    pool = FictitiousPool(size=2, refresh_every=1, weighting="linear", decay=0.9)
+    for step, name in enumerate("abc", start=1):
+        pool.maybe_add(step, name)
+        pool.record(name, 0.0 if name == "b" else 1.0)
+    pool.record("a", 1.0)  # "a" left the pool: ignored
+    assert pool.ids == ["b", "c"] and set(pool.results) == {"b", "c"}
+    pool.record("b", 1.0)
+    restored = FictitiousPool.from_state_dict(pool.state_dict())
+    assert restored.ids == ["b", "c"] and restored.results == pool.results
+    assert (restored.weighting, restored.decay) == ("linear", 0.9)
+    assert restored.win_rate("b") == pytest.approx(1 / 1.9)
+    assert restored.probabilities() == pool.probabilities()
+    plain = CheckpointPool(size=3, refresh_every=2)
+    plain.maybe_add(2, "x")
+    from_plain = FictitiousPool.from_state_dict(plain.state_dict())  # a kind-pool checkpoint
+    assert from_plain.ids == ["x"] and from_plain.win_rate("x") == 0.5
+
+
+def test_fictitious_settings_and_scores_out_of_range_are_refused() -> None:
+    with pytest.raises(ValueError, match="weighting 'hard'"):
+        FictitiousPool(weighting="hard")
+    with pytest.raises(ValueError, match="decay 0"):
+        FictitiousPool(decay=0)
+    pool = fictitious("uniform", {"a": []})
+    with pytest.raises(ValueError, match="score"):
+        pool.record("a", 2.0)
 
 
 def test_assign_seats_is_random_per_game() -> None:

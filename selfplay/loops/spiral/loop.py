@@ -20,11 +20,14 @@ to [0, 1] (``records.game_groups``), so learning progress is the change of that 
 
 Opponents: ``mirror`` (both seats are the policy and both are trained; the default),
 ``random`` (random legal actions; only the policy's seat is trained), ``frozen`` (the initial
-policy: the base model without LoRA), ``pool`` (a FIFO pool of past LoRA snapshots), ``bot``
-(one of ``games.bots``: MCTS, exact alpha-beta, a CFR+ solution). Seats are drawn at random for
+policy: the base model without LoRA), ``pool`` (a FIFO pool of past LoRA snapshots),
+``fictitious`` (the same pool, drawn uniformly or by AlphaStar's PFSP weightings of each
+snapshot's recorded results; self-play until the first snapshot), ``bot`` (one of
+``games.bots``: MCTS, exact alpha-beta, a CFR+ solution). Seats are drawn at random for
 every game and logged. Evaluation plays ``eval_opponents`` (the same kinds, by name; and
 ``pool``, the pool's snapshots) and rates the policy among them with openskill (the ladder,
-``eval/ladder/<player>/...``).
+``eval/ladder/<player>/...``). Every evaluation that measures exploitability writes the
+strategy it measured to ``strategies.jsonl`` and reports its average policy's beside it.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from pydantic import Field, field_validator, model_validator
 
 import games
 from curricula.curriculum import Curriculum
-from games import CheckpointPool, RandomOpponent, assign_seats, extract_action, match_legal
+from games import RandomOpponent, assign_seats, extract_action, match_legal
 from roles import load_role
 from selfplay.config import Strict
 from selfplay.core.errors import UserError
@@ -44,16 +47,21 @@ from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots, prompt_request
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
+from selfplay.loops.spiral.history import STRATEGIES, Measured, StrategyHistory
 from selfplay.loops.spiral.moves import ActionForm, Normalisation, scored_move
 from selfplay.loops.spiral.opponents import (
+    POOLED,
     bot_name,
     bot_seat,
     check_opponents,
+    check_pool,
     eval_seat,
+    make_pool,
     opponent_name,
+    record_fictitious,
 )
 from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
-from selfplay.loops.spiral.strategy import exploitability_metrics, view_of
+from selfplay.loops.spiral.strategy import exploitability_figures, measure, view_of
 from selfplay.rl.advantages import state_baseline_samples
 from selfplay.stats.games import eval_metrics
 from selfplay.stats.ratings import ladder_metrics
@@ -71,10 +79,23 @@ class GameSpec(Strict):
 
 
 class OpponentSettings(Strict):
-    kind: Literal["mirror", "random", "frozen", "pool", "bot"] = "mirror"
+    kind: Literal["mirror", "random", "frozen", "pool", "fictitious", "bot"] = "mirror"
     bot: str | None = None  # kind bot: mcts:<simulations>, alphabeta or cfr[:<iterations>]
-    pool_size: int = Field(25, ge=1)  # FIFO pool of past checkpoints
+    pool_size: int = Field(25, ge=1)  # FIFO pool of past checkpoints (pool, fictitious)
     refresh_every: int = Field(5, ge=1)  # steps between snapshots into the pool
+    # kind fictitious: how a snapshot is drawn, uniformly (fictitious play: the average of the
+    # past policies; the default) or by AlphaStar's PFSP weighting of P[policy beats it]
+    weighting: Literal["uniform", "squared", "linear", "linear_capped", "variance"] | None = None
+    # kind fictitious: a snapshot's recorded results fade by this per game against it (0.99)
+    decay: float | None = Field(None, gt=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fictitious_defaults(cls, data):
+        if isinstance(data, dict) and data.get("kind") == "fictitious":
+            given = {key: value for key, value in data.items() if value is not None}
+            return {"weighting": "uniform", "decay": 0.99, **given}
+        return data
 
     @field_validator("bot")
     @classmethod
@@ -86,6 +107,10 @@ class OpponentSettings(Strict):
         if (self.kind == "bot") != (self.bot is not None):
             raise ValueError("opponent.bot names the bot of kind: bot, and only then (e.g. "
                              "opponent: {kind: bot, bot: mcts:100})")
+        given = [k for k in ("weighting", "decay") if getattr(self, k) is not None]
+        if given and self.kind != "fictitious":
+            raise ValueError(f"opponent.{given[0]} is a setting of kind: fictitious, and only "
+                             f"then (e.g. opponent: {{kind: fictitious, weighting: squared}})")
         return self
 
 
@@ -141,6 +166,7 @@ class SpiralLoop(Loop):
         roles={ROLE: ("observation", "player", "example")},
         estimator="rae",
         tasks="games (spiral.games)",
+        eval_files=(STRATEGIES,),
     )
 
     def __init__(self, config) -> None:
@@ -162,10 +188,11 @@ class SpiralLoop(Loop):
                 )
         for game_id in s.eval_ood_games:
             games.trial(game_id)
-        if s.opponent.kind in ("frozen", "pool") and config.train.finetune != "lora":
-            raise UserError(f"opponent kind {s.opponent.kind!r} needs train.finetune: lora")
+        check_pool(s.opponent, config.train.finetune, config.train.steps)
         check_opponents(s, s.games)  # every bot plays every game; pool only with its pool
-        self.pool = CheckpointPool(s.opponent.pool_size, s.opponent.refresh_every)
+        self.pool = make_pool(s.opponent)
+        self.strategies = StrategyHistory()  # what eval_exploitability measured, in order
+        self.games_played: dict[int, int] = {}  # training games per step
         self.curriculum = Curriculum(config.curriculum, seed=config.seed)
         for index, spec in enumerate(s.games):
             self.curriculum.add(f"{spec.id}#{index}", family=spec.id)
@@ -183,8 +210,9 @@ class SpiralLoop(Loop):
         assignment = assign_seats(rng)  # {seat: "model" | "opponent"}
         kind = self.settings.opponent.kind
         seats = {}
+        mirror = kind == "mirror" or (kind == "fictitious" and not len(self.pool))
         for seat, who in assignment.items():
-            if who == "model" or kind == "mirror":
+            if who == "model" or mirror:  # fictitious: self-play until the first snapshot
                 seats[seat] = Seat("policy", self.policy_adapter(), trained=True)
             elif kind == "random":
                 seats[seat] = Seat("random", rng=random.Random(rng.randrange(2**31)))
@@ -329,6 +357,9 @@ class SpiralLoop(Loop):
         )
         self.curriculum.report(game_groups(episodes, self.settings.invalid_penalty), step)
         metrics = self.curriculum.metrics(step) | game_metrics(episodes)
+        self.games_played[step] = len(episodes)
+        if self.settings.opponent.kind == "fictitious":  # each game's result, for its snapshot
+            metrics |= record_fictitious(self.pool, episodes)
         return Collected(episodes, metrics, games=len(episodes))
 
     def samples(self, episodes: list[Episode]) -> list[Sample]:
@@ -338,8 +369,10 @@ class SpiralLoop(Loop):
 
     # ------------------------------------------------------------------ opponent pool
     def after_update(self, step: int, snapshots: Snapshots) -> None:
-        """Snapshot the policy into the FIFO pool every ``refresh_every`` steps."""
-        if self.settings.opponent.kind != "pool":
+        """Settle the strategies measured up to this step (the checkpoint after it keeps them);
+        snapshot the policy into the FIFO pool every ``refresh_every`` steps."""
+        self.strategies.settle(step)
+        if self.settings.opponent.kind not in POOLED:
             return
         name = f"{POOL_PREFIX}{step + 1}"
         before = set(self.pool.ids)
@@ -394,16 +427,34 @@ class SpiralLoop(Loop):
                     question=entry["question"],
                 ),
             )
-        for spec in s.eval_exploitability:
-            metrics |= await exploitability_metrics(
-                self, policy, spec.id, s.exploitability_samples, spec.kwargs
-            )
+        for spec in s.eval_exploitability:  # the current policy, then the average so far
+            spiel, rows = await measure(self, policy, spec.id, s.exploitability_samples,
+                                        kwargs=spec.kwargs)
+            exact = s.action == "scored"  # a scored-move policy is measured exactly
+            metrics |= exploitability_figures(spec.id, spiel, rows, self.config.seed, exact,
+                                              s.exploitability_samples)
+            hands = sum(n for earlier, n in self.games_played.items() if earlier < step)
+            measured = Measured(step, hands, spec.id, spec.kwargs,
+                                "scored" if exact else "sampled", rows)
+            metrics |= self.strategies.add(measured, spiel)
         return metrics
+
+    def evaluation_rows(self) -> dict[str, list[dict]]:
+        """The strategies measured since the last call, for ``strategies.jsonl``."""
+        rows = self.strategies.take_rows()
+        return {STRATEGIES: rows} if rows else {}
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "pool": self.pool.state_dict()}
+        return {**super().state_dict(), "pool": self.pool.state_dict(),
+                "strategies": self.strategies.state_dict(),
+                "games_played": dict(self.games_played)}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.pool = CheckpointPool.from_state_dict(state["pool"])
+        self.pool = type(self.pool).from_state_dict(state["pool"])
+        if self.settings.opponent.kind == "fictitious":  # a resume's settings win
+            self.pool.weighting = self.settings.opponent.weighting
+            self.pool.decay = self.settings.opponent.decay
+        self.strategies.load_state_dict(state.get("strategies", {}))  # none before issue 39
+        self.games_played = {int(k): int(v) for k, v in state.get("games_played", {}).items()}

@@ -1,20 +1,24 @@
 """Who sits across from the policy in SPIRAL, by name: the opponents it evaluates against
 (``spiral.eval_opponents``) and the bot it may train against (``opponent: {kind: bot, bot:
-...}``), checked against every game when the config is loaded (docs/games.md#bots)."""
+...}``), checked against every game when the config is loaded (docs/games.md#bots); the pool
+of past snapshots (``pool``, ``fictitious``) and the results fictitious self-play keeps."""
 
 from __future__ import annotations
 
 import random
 
 import games
-from games import bots
+from games import CheckpointPool, FictitiousPool, bots
+from games.opponents import MODEL
 from selfplay.core.errors import UserError
 from selfplay.engines.base import BASE_ADAPTER
 from selfplay.loops.spiral.records import Seat
+from selfplay.types import Episode
 
 # evaluation opponents that are not bots: the random player, the initial policy (the base model,
-# LoRA runs only), and the past snapshots of the opponent pool (opponent kind pool only)
+# LoRA runs only), and the past snapshots of the opponent pool (opponent kinds pool, fictitious)
 NAMED = ("random", "initial", "pool")
+POOLED = ("pool", "fictitious")  # the opponent kinds that keep a pool of snapshots
 
 
 def opponent_name(name: str) -> str:
@@ -52,9 +56,56 @@ def check_opponents(settings, game_specs) -> None:
         game = games.make(spec.id, max_turns=spec.max_turns, **spec.kwargs)
         for name in dict.fromkeys(named):
             bots.check(name, game)
-    if "pool" in settings.eval_opponents and settings.opponent.kind != "pool":
+    if "pool" in settings.eval_opponents and settings.opponent.kind not in POOLED:
         raise UserError("spiral.eval_opponents: pool plays the opponent pool's snapshots, which "
-                        "only opponent kind pool keeps; drop it or use opponent: {kind: pool}")
+                        "only opponent kinds pool and fictitious keep; drop it or use opponent: "
+                        "{kind: pool}")
+
+
+def check_pool(opponent, finetune: str, steps: int) -> None:
+    """A pool of snapshots needs LoRA (a snapshot is a copy of the adapter), and fictitious
+    self-play a first snapshot before the last step (until then it is self-play): one line."""
+    if opponent.kind in ("frozen", *POOLED) and finetune != "lora":
+        raise UserError(f"opponent kind {opponent.kind!r} needs train.finetune: lora")
+    if opponent.kind == "fictitious" and opponent.refresh_every >= steps:
+        raise UserError(f"spiral.opponent.refresh_every: {opponent.refresh_every} takes the first "
+                        f"snapshot after the last of train.steps: {steps}, so fictitious self-play "
+                        "would never play one; snapshot sooner or use kind: mirror")
+
+
+def make_pool(opponent) -> CheckpointPool:
+    """The pool of ``opponent`` settings (kind fictitious: one that keeps results)."""
+    if opponent.kind == "fictitious":
+        return FictitiousPool(opponent.pool_size, opponent.refresh_every,
+                              opponent.weighting or "uniform", opponent.decay or 0.99)
+    return CheckpointPool(opponent.pool_size, opponent.refresh_every)
+
+
+def policy_score(episode: Episode) -> float:
+    """A finished training game's result for the policy's seat: 1 win, ½ draw (or a game cut off
+    unfinished), 0 loss; an invalid move loses for its mover."""
+    info = episode.info
+    seat = next(int(s) for s, who in info["seats"].items() if who == MODEL)
+    if info["invalid_by"] is not None:
+        return 0.0 if int(info["invalid_by"]) == seat else 1.0
+    outcome = (info.get("outcome") or {}).get(str(seat), 0.0)
+    return (float(outcome) + 1.0) / 2.0
+
+
+def record_fictitious(pool: FictitiousPool, episodes: list[Episode]) -> dict[str, float]:
+    """Record each game the policy played against a snapshot, for that snapshot; the step's
+    figures: the share of games against each snapshot (and, before the first one, against the
+    policy itself: ``opponents/mirror``) and each snapshot's win rate after the step."""
+    drawn: dict[str, int] = {}
+    for episode in episodes:
+        snapshot = episode.info.get("opponent_adapter")
+        drawn[snapshot or "mirror"] = drawn.get(snapshot or "mirror", 0) + 1
+        if snapshot is not None:
+            pool.record(snapshot, policy_score(episode))
+    total = max(len(episodes), 1)
+    metrics = {f"opponents/{name}/share": count / total for name, count in drawn.items()}
+    metrics |= {f"opponents/{name}/win_rate": pool.win_rate(name) for name in pool.ids}
+    return metrics
 
 
 def bot_seat(name: str, seed: int) -> Seat:

@@ -133,17 +133,16 @@ async def score_moves(
     counts.invalid = max(0.0, 1.0 - sum(counts.counts))
 
 
-async def exploitability_metrics(
-    loop: Player, policy: BatchingPolicy, game_id: str, samples: int, kwargs: dict | None
+def exploitability_figures(
+    game_id: str, spiel: Any, rows: list[StateCounts], seed: int, exact: bool = False,
+    samples: int = 16,
 ) -> dict[str, float]:
-    """``eval/exploitability/<game>`` of the sampled policy, its 90% bootstrap interval, and
-    the invalid mass."""
-    spiel, rows = await measure(loop, policy, game_id, samples, kwargs=kwargs)
-    exact = getattr(loop.settings, "action", "text") == "scored"
-    # sampled: the replies resampled; exact (scored moves): what a referee sampling ``samples``
-    # moves per state from π would find (the figure itself has no sampling error)
+    """``eval/exploitability/<game>`` of the measured policy, its 90% bootstrap interval, and
+    the invalid mass; ``exact`` (a scored-move policy, measured exactly): the interval is what a
+    referee sampling ``samples`` moves per state from π would find (the figure itself has no
+    sampling error), and the mass outside the legal replies is reported too."""
     drawn = [as_draws(r, samples) for r in rows] if exact else rows
-    low, high = bootstrap(spiel, drawn, seed=loop.config.seed)
+    low, high = bootstrap(spiel, drawn, seed=seed)
     prefix = f"eval/exploitability/{game_id}"  # openspiel:kuhn_poker and kuhn_poker differ
     outside = {f"{prefix}/outside": sum(r.outside for r in rows) / len(rows)} if exact else {}
     return outside | {
