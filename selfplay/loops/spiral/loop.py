@@ -48,6 +48,7 @@ from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots, prompt_request
 from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
 from selfplay.loops.spiral.history import STRATEGIES, Measured, StrategyHistory
+from selfplay.loops.spiral.imitation import check_target, imitation_episodes, imitation_samples
 from selfplay.loops.spiral.moves import ActionForm, Normalisation, scored_move
 from selfplay.loops.spiral.opponents import (
     POOLED,
@@ -138,6 +139,10 @@ class SpiralSettings(LoopSettings):
     # return of the step's other visits to the same information state, leave-one-out; RAE for
     # a state visited once; rl/advantages.py: state_baseline_samples)
     baseline: Literal["rae", "state"] = "rae"
+    # the ceiling: no games, but supervised imitation of this bot's equilibrium (cfr or
+    # cfr:<iterations>) at every information state, through the same scored moves
+    # (spiral/imitation.py); needs action: scored and games with an exact view
+    imitate: str | None = None
     eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
     # random, initial (LoRA runs), pool (the pool's snapshots), or bots: mcts:100, alphabeta, cfr
     eval_opponents: list[str] = ["random", "initial"]
@@ -188,6 +193,11 @@ class SpiralLoop(Loop):
                 )
         for game_id in s.eval_ood_games:
             games.trial(game_id)
+        if s.imitate is not None:
+            if s.action != "scored":
+                raise UserError("spiral.imitate trains the scored policy: set action: scored")
+            for spec in s.games:
+                check_target(s.imitate, spec.id, spec.kwargs)
         check_pool(s.opponent, config.train.finetune, config.train.steps)
         check_opponents(s, s.games)  # every bot plays every game; pool only with its pool
         self.pool = make_pool(s.opponent)
@@ -348,6 +358,14 @@ class SpiralLoop(Loop):
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
         """Draw the step's games (by their weights, or from the curriculum's sampler), play
         them, and report each game's score to the curriculum."""
+        if self.settings.imitate is not None:  # the ceiling: imitation, no games
+            episodes, metrics = [], {}
+            for spec in self.settings.games:
+                more, figures = await imitation_episodes(
+                    self, policy, self.settings.imitate, spec.id, spec.kwargs, step)
+                episodes += more
+                metrics |= figures
+            return Collected(episodes, metrics)
         count = self.settings.games_per_step
         chosen: list[int | None] = [None] * count  # uniform: the games' own weights
         if self.config.curriculum.sampler != "uniform":
@@ -363,6 +381,8 @@ class SpiralLoop(Loop):
         return Collected(episodes, metrics, games=len(episodes))
 
     def samples(self, episodes: list[Episode]) -> list[Sample]:
+        if self.settings.imitate is not None:
+            return imitation_samples(episodes)
         if self.settings.baseline == "state":
             return state_baseline_samples(episodes, self.baseline)
         return super().samples(episodes)
