@@ -184,3 +184,20 @@ def test_loop_scores_coding_by_test_share_and_math_by_majority(tmp_path):
     loop.score(math, [(None, "2", None), (None, "2", None), (None, "3", None), (None, "2", None)])
     # m_maj = 3 of N = 4 agree with the majority: 1 < 3 < 4, the code's band
     assert (math.scores, math.p_hat, math.reward) == ([1.0, 1.0, 0.0, 1.0], 0.75, 1.0)
+
+
+def test_a_roles_budget_and_stop_strings_reach_its_requests_and_no_other(tmp_path):
+    """``roles.<role>.max_tokens`` and ``stop`` apply in one place (``Loop.sampling``) to
+    every request the loop builds for that role, beside the stop strings the loop's format
+    needs; a role without them gets ``sampling.max_new_tokens`` (6 here) and no stop."""
+    from selfplay.loops.sqlm import SqlmLoop
+
+    roles = {"proposer": {"prompt": "sqlm_arithmetic_cpu"},
+             "solver": {"prompt": "sqlm_solver_cpu", "max_tokens": 7, "stop": ["\n", "."]}}
+    data = tiny_config(tmp_path, loop="sqlm", roles=roles, sqlm={}, train={"loss": "grpo"})
+    del data["rlvr"]
+    loop = SqlmLoop(validate(data, "test"))
+    solver = loop.request("solver", stop=("</answer>", "."), question="What is 1 + 1?").sampling
+    assert (solver.max_new_tokens, solver.stop) == (7, ("</answer>", ".", "\n"))
+    proposer = loop.request("proposer").sampling
+    assert (proposer.max_new_tokens, proposer.stop) == (6, ())

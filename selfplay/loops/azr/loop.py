@@ -51,20 +51,16 @@ SOLVE_FIELDS = {DEDUCTION: ("program", "input"), ABDUCTION: ("program", "output"
                 INDUCTION: ("message", "pairs")}
 
 
-def propose_role(mode: str) -> str:
-    return f"propose_{mode}"
-
-
-def solve_role(mode: str) -> str:
-    return f"solve_{mode}"
+PROPOSE = {mode: f"propose_{mode}" for mode in MODES}  # each mode's two roles
+SOLVE = {mode: f"solve_{mode}" for mode in MODES}
 
 
 class AzrLoop(Loop):
     name = "azr"
     Settings = AzrSettings
     spec = LoopSpec(
-        roles={**{propose_role(m): PROPOSE_FIELDS[m] for m in MODES},
-               **{solve_role(m): SOLVE_FIELDS[m] for m in MODES}},
+        roles={**{PROPOSE[m]: PROPOSE_FIELDS[m] for m in MODES},
+               **{SOLVE[m]: SOLVE_FIELDS[m] for m in MODES}},
         estimator="own", tasks="programs",
         fixed_tasks=False,  # the buffers grow with the run
     )
@@ -93,7 +89,7 @@ class AzrLoop(Loop):
     def propose_request(self, mode: str) -> tuple[Request, Task | None]:
         """A proposer's prompt: K references (deduction, abduction) or a program to find
         inputs for (induction), drawn from the buffers by the loop's random stream."""
-        s, role = self.settings, propose_role(mode)
+        s, role = self.settings, PROPOSE[mode]
         if mode == INDUCTION:
             programs = self.buffers.programs()
             source = programs[self.rng.randrange(len(programs))]
@@ -152,7 +148,7 @@ class AzrLoop(Loop):
 
     async def answers(self, policy: BatchingPolicy, tasks: list[Task]) -> list[tuple[Turn, Judged]]:
         """One solver sample of each task, in one engine wave."""
-        requests = [self.request(solve_role(t.mode), **t.fields()) for t in tasks]
+        requests = [self.request(SOLVE[t.mode], **t.fields()) for t in tasks]
         return await policy.gather(self.answer(policy, r, t)
                                    for r, t in zip(requests, tasks, strict=True))
 
@@ -191,14 +187,14 @@ class AzrLoop(Loop):
         return Episode(
             loop=self.name, env=proposal.mode,
             turns=[proposal.turn, *(turn for turn, _ in proposal.solves)],
-            rewards={propose_role(proposal.mode): proposal.reward},
+            rewards={PROPOSE[proposal.mode]: proposal.reward},
             group_id=f"s{step}-{proposal.mode}-propose", info=proposal.info(step),
         )
 
     def solver_episode(self, step: int, task: Task, turn: Turn, judged: Judged,
                        reward: float) -> Episode:
         return Episode(
-            loop=self.name, env=task.mode, turns=[turn], rewards={solve_role(task.mode): reward},
+            loop=self.name, env=task.mode, turns=[turn], rewards={SOLVE[task.mode]: reward},
             group_id=f"s{step}-{task.mode}-solve",
             info={"step": step, "mode": task.mode, "task_id": task.task_id,
                   "answer": judged.answer, "outcome": judged.outcome},

@@ -48,14 +48,14 @@ PROPOSER, SOLVER, JUDGE = "proposer", "solver", "judge"
 ENV = "general"  # MAE's one task type: one TRR++ baseline per role
 
 
+ROLES = {PROPOSER: ("reference",), SOLVER: ("question",), JUDGE: ("question", "answer")}
+
+
 class MaeLoop(Loop):
     name = "mae"
     Settings = MaeSettings
-    spec = LoopSpec(
-        roles={PROPOSER: ("reference",), SOLVER: ("question",), JUDGE: ("question", "answer")},
-        estimator="own", tasks="questions",
-        fixed_tasks=False,  # the pool grows with the run
-    )
+    # TRR++ (own_samples); the pool of questions grows with the run (no fixed tasks)
+    spec = LoopSpec(roles=ROLES, estimator="own", tasks="questions", fixed_tasks=False)
 
     def __init__(self, config) -> None:
         super().__init__(config)

@@ -41,6 +41,7 @@ from selfplay.config import ExperimentConfig
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec
+from selfplay.loops.propose import grouped
 from selfplay.types import Collected, Episode, Request
 
 FIELD = "message"  # the one field a role prompt reads: one user message of the environment
@@ -197,10 +198,9 @@ class VerifiersLoop(Loop):
         agent's reward (``success_at``), their share of successes the task's p̂ (ADPO reads it
         from every episode of the group); a task whose episodes all failed has none (the
         curriculum learns nothing from it)."""
-        size = self.settings.group_size
         groups = []
-        for k, task in enumerate(tasks):
-            members = [e for e in episodes[k * size:(k + 1) * size] if not e.info.get("failed")]
+        for task, played in zip(tasks, grouped(episodes, self.settings.group_size), strict=True):
+            members = [e for e in played if not e.info.get("failed")]
             rewards = [e.rewards.get(self.score_agent, 0.0) for e in members]
             successes = float(sum(r >= self.settings.success_at for r in rewards))
             if members:
