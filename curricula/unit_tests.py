@@ -5,7 +5,7 @@ rewards of both read from an execution matrix.
 The execution matrix B is n × (t + m): row j is candidate program j, the first t columns are the
 problem's ground-truth tests and the next m the generated ones; B[j][l] is 1 when program j,
 run on test l's stdin, prints test l's expected output (``sandbox.stdio.passed``). The loop
-builds it by running programs in the sandbox (``selfplay/loops/cure/execution.py``);
+builds it by running programs in the sandbox (``sandbox.stdio.run_matrix``);
 everything here is text and arithmetic, with no sandbox and no model.
 
 Two forms of the unit-test reward (``unit_test_rewards``), selected by ``form``:

@@ -122,10 +122,6 @@ class LoopSpec:
     reasoner_fields: Mapping[str, str] = field(default_factory=dict)
     optional_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def fields(self, role: str) -> tuple[str, ...]:
-        """The prompt fields the loop fills for ``role`` (a declared or optional role)."""
-        return {**self.optional_roles, **self.roles}[role]
-
 
 class Loop(ABC):
     """One algorithm. Subclasses set ``name``, ``Settings`` and ``spec`` and write ``collect``."""

@@ -17,8 +17,7 @@ class SqlmSettings(LoopSettings):
     renamed = {f"{role}_max_tokens": f"roles.{role}.max_tokens" for role in ("proposer", "solver")}
     renamed_values = {"proposer_reward": {"code": "agreement_band", "paper": "informative"}}
 
-    # how a proposal is read: arithmetic = the whole reply, algebra = after "Selected
-    # Question", coding = a problem, then "Test Cases:" and `input ||| output` lines
+    # a proposal: the whole reply; algebra: after "Selected Question"; coding: + test lines
     topic: Literal["arithmetic", "algebra", "coding"] = "arithmetic"
     proposal_groups: int = Field(8, ge=1)  # proposer GRPO groups per step
     proposal_group_size: int = Field(4, ge=1)  # proposals per group (the code: rollout.n)
