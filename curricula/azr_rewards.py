@@ -5,9 +5,10 @@ Every reply is in one of three states (``Outcome``): ``format`` (it could not be
 (read, but the task it proposes is not valid / the answer it gives does not pass) or ``passed``.
 
 - Solver: 1 if passed, −0.5 if wrong, −1 on a format error (both forms).
-- Proposer of a valid task: learnability 1 − r̄ when 0 < r̄ < 1, where r̄ is the mean accuracy
-  of n fresh solver samples on it; a task every sample solves, or none does, teaches nothing:
-  0 in the paper, −0.5 in the released code.
+- Proposer of a valid task: learnability 1 − r̄ when 0 < r̄ < 1, where r̄ (p̂) is the share of
+  n fresh solver samples on it that pass; a task every sample solves, or none does, teaches
+  nothing: 0 in the paper, −0.5 in the released code (``learnability`` and
+  ``learnability_code`` in ``curricula/rewards.py``, the one p̂ → reward registry).
 - Proposer of an invalid task: −0.5 in the paper (a well-formatted reply that does not pass,
   eq. 6), −1 in the code (an invalid program scores like a format error). A format error is −1
   in both.
@@ -15,26 +16,15 @@ Every reply is in one of three states (``Outcome``): ``format`` (it could not be
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
+
+from curricula.rewards import learnability, learnability_code
 
 Outcome = Literal["format", "wrong", "passed"]
 Form = Literal["paper", "code"]
 
 FORMAT_ERROR = -1.0
 WRONG = -0.5
-
-
-def mean_accuracy(correct: Sequence[bool]) -> float:
-    """r̄: the share of the solver's samples that passed (0 for none drawn)."""
-    return sum(bool(c) for c in correct) / len(correct) if correct else 0.0
-
-
-def learnability(solve_rate: float, form: Form = "paper") -> float:
-    """1 − r̄ for 0 < r̄ < 1; else 0 (paper) or −0.5 (released code)."""
-    if 0.0 < solve_rate < 1.0:
-        return 1.0 - solve_rate
-    return 0.0 if form == "paper" else WRONG
 
 
 def proposer_reward(outcome: Outcome, solve_rate: float | None = None,
@@ -47,7 +37,7 @@ def proposer_reward(outcome: Outcome, solve_rate: float | None = None,
         return WRONG if form == "paper" else FORMAT_ERROR
     if solve_rate is None:
         raise ValueError("a valid proposal's reward needs the solver's rate r̄")
-    return learnability(solve_rate, form)
+    return learnability(solve_rate) if form == "paper" else learnability_code(solve_rate)
 
 
 def solver_reward(outcome: Outcome) -> float:

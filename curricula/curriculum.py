@@ -18,7 +18,7 @@ task already drawn this step. ``metrics(step)`` reads the step's tally without c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,6 +161,23 @@ class Curriculum:
         tally.groups += groups
         kept = [g for g in groups if self.sampler.keep(g.successes, g.attempts)]
         tally.kept += len(kept)
+        return kept
+
+    async def play(
+        self,
+        wanted: int,
+        step: int,
+        play: Callable[[np.ndarray], Awaitable[list[Group]]],
+        exclude: Sequence[int] = (),
+    ) -> list[Group]:
+        """A step's groups, visibly: ``draw`` → ``play`` (the loop grades the drawn tasks, one
+        ``Group`` each) → ``report`` → ``redraw`` for the groups the sampler did not keep
+        (DAPO), until ``wanted`` are kept or there is nothing to draw again."""
+        kept: list[Group] = []
+        tasks = self.draw(wanted, step, exclude=exclude)
+        while len(tasks):
+            kept += self.report(await play(tasks), step)
+            tasks = self.redraw(wanted - len(kept), step)
         return kept
 
     def redraw(self, missing: int, step: int) -> np.ndarray:

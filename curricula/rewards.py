@@ -1,13 +1,16 @@
-"""Proposer rewards for task-generating loops (Agent0, SPICE, AZR-style ablations).
+"""Proposer rewards for task-generating loops: the one p̂ → reward registry every loop uses.
 
-Small pure functions; each docstring names where its formula comes from (docs/algorithms.md,
-sections Agent0 and SPICE).
-"Paper" forms are the defaults; the released-code forms are named options, so each ablation of
-the papers is one config key away (``resolve_reward``).
+Small pure functions; each docstring names where its formula comes from (docs/algorithms.md).
+Each paper's form and its released code's form are kept by name, so each ablation of the
+papers is one config key away (``resolve_reward``).
 
-- p̂-shaped rewards (``PROPOSER_REWARDS``): ``uncertainty`` (Agent0/R-Zero paper),
-  ``uncertainty_code`` (released Agent0 code), ``learnability`` (AZR), ``variance`` (SPICE),
-  ``threshold`` (SPICE's threshold ablation).
+- p̂-shaped rewards (``PROPOSER_REWARDS``), p̂ the share of the solver's samples that
+  succeeded: ``uncertainty`` (Agent0/R-Zero paper; SPELL's ``rzero``), ``uncertainty_code``
+  (released Agent0 code), ``learnability`` (AZR paper; SPELL's ``reverse``),
+  ``learnability_code`` (released AZR code), ``variance`` (SPICE), ``threshold`` (SPICE's
+  threshold ablation), ``gaussian`` (SPELL), ``inverse_accuracy`` and
+  ``intermediate_difficulty`` (SSP), ``informative`` (SQLM paper, and its coding topic) and
+  ``agreement_band`` (released SQLM code; it needs the sample count N).
 - Terms of Agent0's composite curriculum reward: ``tool_bonus``, ``repetition_penalties`` (BLEU
   clustering of the batch) and the two composites ``curriculum_reward_paper`` /
   ``curriculum_reward_code``.
@@ -15,6 +18,7 @@ the papers is one config key away (``resolve_reward``).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -39,10 +43,50 @@ def uncertainty_code(p_hat: float) -> float:
 
 def learnability(mean_solve: float) -> float:
     """Absolute Zero (AZR) proposer reward: 1 − r̄_solve, and 0 when r̄ ∈ {0, 1} (a task every
-    sample solves, or none does, teaches nothing)."""
+    sample solves, or none does, teaches nothing). SPELL's ``reverse`` is the same."""
     if mean_solve <= 0.0 or mean_solve >= 1.0:
         return 0.0
     return 1.0 - mean_solve
+
+
+def learnability_code(mean_solve: float) -> float:
+    """Released AZR code: 1 − r̄ for 0 < r̄ < 1, and −0.5 when r̄ ∈ {0, 1} (it scores a task
+    that teaches nothing like a wrong one)."""
+    return 1.0 - mean_solve if 0.0 < mean_solve < 1.0 else -0.5
+
+
+SPELL_SIGMA = 1.0 / 6.0  # the gaussian's width (released SPELL code's default)
+
+
+def gaussian(p_hat: float, sigma: float = SPELL_SIGMA) -> float:
+    """SPELL questioner reward: exp(−(p̂ − ½)²/(2σ²)) for 0 < p̂ < 1, σ = 1/6; 0 when every
+    answer, or none, was right."""
+    if p_hat <= 0.0 or p_hat >= 1.0:
+        return 0.0
+    return math.exp(-((p_hat - 0.5) ** 2) / (2.0 * sigma**2))
+
+
+def inverse_accuracy(p_hat: float) -> float:
+    """SSP's default proposer reward (``1-acc`` in its release script): 1 − p̂."""
+    return 1.0 - p_hat
+
+
+def intermediate_difficulty(p_hat: float) -> float:
+    """SSP's other form: 4·p̂·(1 − p̂) for 0 < p̂ < 1, else 0."""
+    return 4 * p_hat * (1 - p_hat) if 0 < p_hat < 1 else 0.0
+
+
+def informative(p_hat: float) -> float:
+    """SQLM paper (0 < m_maj < N) and its coding topic (0 < mean test score < 1): 1 when the
+    solvers neither all succeed nor all fail, else 0."""
+    return 1.0 if 0.0 < p_hat < 1.0 else 0.0
+
+
+def agreement_band(p_hat: float, samples: int) -> float:
+    """Released SQLM code: 1 when 1 < m_maj < N, m_maj = p̂·N the number of the N solver answers
+    equal to a non-None majority (a majority of one is no agreement)."""
+    agreeing = round(p_hat * samples)  # a count: p̂ = m_maj / N
+    return 1.0 if 1 < agreeing < samples else 0.0
 
 
 def spice_variance(p_hat: float, sigma2: float = 0.01) -> float:
@@ -68,20 +112,32 @@ def threshold_reward(
     return 1.0 if lo <= p_hat <= hi else 0.0
 
 
-PROPOSER_REWARDS: dict[str, Callable[[float], float]] = {
+PROPOSER_REWARDS: dict[str, Callable[..., float]] = {
     "uncertainty": uncertainty,
     "uncertainty_code": uncertainty_code,
     "learnability": learnability,
+    "learnability_code": learnability_code,
     "variance": spice_variance,
     "threshold": threshold_reward,
+    "gaussian": gaussian,
+    "inverse_accuracy": inverse_accuracy,
+    "intermediate_difficulty": intermediate_difficulty,
+    "informative": informative,
+    "agreement_band": agreement_band,
 }
+NEEDS_SAMPLES = frozenset({"agreement_band"})  # built-ins that also read N
 
 
-def resolve_reward(name: str) -> Callable[[float], float]:
-    """A p̂ → reward function: a built-in name (``PROPOSER_REWARDS``), an import path
-    ``"module:function"``, or a ``selfplay.rewards`` entry point (``selfplay.core.plugins``)."""
+def resolve_reward(name: str, samples: int | None = None) -> Callable[[float], float]:
+    """A p̂ → reward function: a built-in name (``PROPOSER_REWARDS``; ``samples`` is N for
+    those that read it), an import path ``"module:function"``, or a ``selfplay.rewards`` entry
+    point (``selfplay.core.plugins``). A plug-in takes p̂ alone and returns a float."""
     from selfplay.core import plugins
 
+    if name in NEEDS_SAMPLES:
+        if samples is None:
+            raise UserError(f"proposer reward {name!r} needs the solver's sample count")
+        return functools.partial(PROPOSER_REWARDS[name], samples=samples)
     if name in PROPOSER_REWARDS:
         return PROPOSER_REWARDS[name]
     if not plugins.resolvable(name, plugins.REWARDS):

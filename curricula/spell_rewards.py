@@ -11,21 +11,19 @@ three roles' rewards. Pure functions over strings and numbers (no model, no loop
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from curricula.answers import last_boxed, normalise_text
+from curricula.rewards import gaussian
 
 YES, NO, UNPARSABLE = 1, 0, -1
-SIGMA = 1.0 / 6.0  # the gaussian questioner reward's width (released code's default)
 BAD_FORMAT_REWARD = -1.0
 BAD_GROUND_REWARD = -0.5
 GROUNDING_THRESHOLD = 0.1  # closed-book score at or above which a question is `bad_ground`
 ACCEPT_RANGE = (0.01, 1.0)  # responder mean that admits a question to its cluster's memory
 VERIFIER_SHARE_RANGE = (0.51, 0.99)  # majority share of a verifier group that trains
-QUESTIONER_REWARDS = ("gaussian", "reverse", "rzero")
 MAX_ANSWER_WORDS = 30  # a "reference answer" longer than this is a passage, not an answer
 
 _FIELD = re.compile(
@@ -137,12 +135,14 @@ def is_bad_ground(closed_book_scores: Sequence[float]) -> bool:
 
 # ---------------------------------------------------------------------- the questioner
 def questioner_reward(
-    mean_reward: float | None, form: str = "gaussian", bad_ground: bool = False,
-    sigma: float = SIGMA,
+    mean_reward: float | None, reward: Callable[[float], float] = gaussian,
+    bad_ground: bool = False,
 ) -> float:
     """The questioner's reward from r̄, its question's mean responder reward (None: bad
-    format). Bad format −1; ``bad_ground`` −0.5; r̄ ≤ 0 → r̄; r̄ = 1 → 0; otherwise
-    ``gaussian`` exp(−(r̄ − ½)²/(2σ²)), ``reverse`` 1 − r̄ (AZR), ``rzero`` 1 − 2|r̄ − ½|."""
+    format). Bad format −1; ``bad_ground`` −0.5; r̄ ≤ 0 → r̄; r̄ = 1 → 0; otherwise ``reward``
+    of r̄, a p̂ → reward of ``curricula/rewards.py``: ``gaussian`` (the released code's
+    default, exp(−(r̄ − ½)²/(2σ²))), ``learnability`` (its ``reverse``, 1 − r̄, AZR) or
+    ``uncertainty`` (its ``rzero``, 1 − 2|r̄ − ½|)."""
     if mean_reward is None:
         return BAD_FORMAT_REWARD
     if bad_ground:
@@ -151,13 +151,7 @@ def questioner_reward(
         return float(mean_reward)
     if mean_reward >= 1.0:
         return 0.0
-    if form == "gaussian":
-        return math.exp(-((mean_reward - 0.5) ** 2) / (2.0 * sigma**2))
-    if form == "reverse":
-        return 1.0 - mean_reward
-    if form == "rzero":
-        return 1.0 - 2.0 * abs(mean_reward - 0.5)
-    raise ValueError(f"unknown questioner reward {form!r} (known: {', '.join(QUESTIONER_REWARDS)})")
+    return float(reward(mean_reward))
 
 
 def accepted(mean_reward: float | None, bad_ground: bool) -> bool:

@@ -1,5 +1,7 @@
 """Search Self-Play's rules (Lu et al. 2025, arXiv:2510.18821; docs/algorithms.md#ssp): the
-answer and question tags, the proposer's validity checks, and both roles' rewards.
+answer and question tags, the proposer's validity checks, and the solver's reward (the
+proposer's is p̂-shaped: ``inverse_accuracy`` and ``intermediate_difficulty`` in
+``curricula/rewards.py``).
 
 Pure functions of text and counts (no model, no corpus), after the released code:
 ``quarl/utils/problem_extraction.py`` (validity), ``quarl/reward/score/quark_score.py`` (solver)
@@ -14,7 +16,6 @@ from dataclasses import dataclass
 from curricula.answers import normalise_text
 
 MAX_ANSWER_TAGS = 10  # more <answer> tags than this: the solver's reward is divided by 4
-PROPOSER_REWARDS = ("1-acc", "intermediate_difficulty")
 # a retrieved block (the search tool always closes the blocks it appends)
 _INFORMATION = re.compile(r"<information>.*?</information>", re.DOTALL)
 
@@ -71,21 +72,6 @@ def solver_reward(reply: str, target: str) -> float:
         return 0.0
     reward = 1.0 if exact_match(answers[-1], target) else 0.0
     return reward / 4 if len(answers) > MAX_ANSWER_TAGS else reward
-
-
-def proposer_reward(solve_rate: float, kind: str = "1-acc") -> float:
-    """r from s, the share of solver attempts with reward > 0: ``1-acc`` gives 1 − s;
-    ``intermediate_difficulty`` 4·s·(1 − s) for 0 < s < 1, else 0."""
-    if kind == "1-acc":
-        return 1.0 - solve_rate
-    if kind == "intermediate_difficulty":
-        return 4 * solve_rate * (1 - solve_rate) if 0 < solve_rate < 1 else 0.0
-    raise ValueError(f"unknown proposer reward {kind!r} ({', '.join(PROPOSER_REWARDS)})")
-
-
-def solve_rate(rewards: list[float]) -> float:
-    """s: the share of solver rewards above 0."""
-    return sum(r > 0 for r in rewards) / len(rewards) if rewards else 0.0
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ rewards of both read from an execution matrix.
 
 The execution matrix B is n × (t + m): row j is candidate program j, the first t columns are the
 problem's ground-truth tests and the next m the generated ones; B[j][l] is 1 when program j,
-run on test l's stdin, prints test l's expected output (``outputs_match``). The loop builds it
-by running programs in the sandbox (``selfplay/loops/cure/execution.py``); everything here is
-text and arithmetic, with no sandbox and no model.
+run on test l's stdin, prints test l's expected output (``sandbox.stdio.passed``). The loop
+builds it by running programs in the sandbox (``sandbox.stdio.run_matrix``);
+everything here is text and arithmetic, with no sandbox and no model.
 
 Two forms of the unit-test reward (``unit_test_rewards``), selected by ``form``:
 
@@ -172,12 +172,6 @@ def parse_unit_test(reply: str) -> UnitTest | None:
     if not given.strip() or not expected.strip():
         return None
     return UnitTest(_clean(given), _clean(expected))
-
-
-def outputs_match(actual: str, expected: str) -> bool:
-    """Printed output equals the expected one up to whitespace (the released code's check:
-    the same tokens separated by any whitespace)."""
-    return actual.split() == expected.split()
 
 
 # ---------------------------------------------------------------------- rewards

@@ -152,6 +152,8 @@ class RoleConfig(Strict):
     prompt: RolePromptRef  # a YAML file name in roles/prompts (without .yaml) or a path
     adapter: Literal["shared", "own"] = "shared"
     temperature: float | None = Field(None, ge=0)  # None: sampling.temperature
+    max_tokens: int | None = Field(None, ge=1)  # the role's token budget; None: sampling's
+    stop: list[str] = []  # the role's stop strings (beside any its loop's format needs)
     # false: the role plays and is rewarded but never trains (its samples reach no learner
     # step): an ablation of one role's training, e.g. AZR's proposers or CURE's tester
     train: bool = True

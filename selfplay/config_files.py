@@ -93,6 +93,13 @@ def one_line(exc: ValidationError, source: str, prefix: str = "") -> str:
     key = ".".join(parts)
     if error["type"] == "extra_forbidden":
         return f"{source}: unknown key {key!r}"
+    if error["type"] == "renamed_key":  # LoopSettings.renamed: a key the vocabulary renamed
+        old = ".".join([*parts, error["ctx"]["old"]])
+        return f"{source}: key {old!r} is now {error['ctx']['new']!r} (renamed; set that one)"
+    if error["type"] == "renamed_value":
+        ctx = error["ctx"]
+        return (f"{source}: key {'.'.join([*parts, ctx['key']])!r}: {ctx['old']!r} is now "
+                f"{ctx['new']!r} (renamed; set that one)")
     if error["type"] == "missing":
         return f"{source}: missing key {key!r}"
     got = error.get("input")

@@ -168,7 +168,9 @@ class Episode:
     ``env`` is the game id or task family (RAE keys its baselines by (env, role));
     ``pass_rate`` is the task's p̂, which ADPO turns into each sample's advantage scale and
     ε_high (only loops whose ``LoopSpec.pass_rates`` says so set it; on disk it is
-    ``info["pass_rate"]``, docs/run-folder.md); ``info`` is free-form, for analysis only.
+    ``info["pass_rate"]``, docs/run-folder.md); ``correct`` is whether the episode's answer
+    was right (a solver's episode in a loop that grades answers; None otherwise), which the
+    run page reads (on disk ``info["correct"]``); ``info`` is free-form, for analysis only.
     """
 
     loop: str
@@ -178,6 +180,7 @@ class Episode:
     group_id: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     pass_rate: float | None = None
+    correct: bool | None = None
 
 
 @dataclass

@@ -58,7 +58,7 @@ def agent0_config(tmp_path, executor_prefill: str = "", **agent0) -> dict:
     settings = {
         "curriculum_steps": 1,
         "executor_steps": 2,
-        "samples_per_task": 4,
+        "solver_samples": 4,
         "proposal_group_size": 4,
         "pool_size": 3,
         "band": "code",
@@ -141,11 +141,11 @@ def test_tiny_iteration_runs_both_phases_and_keeps_adapters_apart(
     assert any(
         not torch.equal(curriculum_before[k], curriculum_after[k]) for k in curriculum_before
     )
-    assert metrics["curriculum/validity"] > 0
+    assert metrics["agent0/curriculum/valid_rate"] > 0
 
     metrics = step(world, 1, rollouts)  # executor phase: builds the pool, then trains
     assert metrics["agent0/phase"] == 1.0 and metrics["train/samples"] > 0
-    assert metrics["pool/size"] == 3.0 and "probe/pseudo_label_accuracy" in metrics
+    assert metrics["agent0/pool/size"] == 3.0 and "agent0/probe/pseudo_label_accuracy" in metrics
     assert all(torch.equal(curriculum_after[k], v) for k, v in weights("curriculum").items())
     assert any(not torch.equal(executor_after[k], v) for k, v in weights("executor").items())
 
@@ -236,7 +236,9 @@ def test_adpo_gradients_scale_with_the_pool_p_hat(tmp_path, tiny_model_path):
     [
         ({"agent0.proposer_reward": "nonsense"}, "unknown proposer reward 'nonsense'"),
         ({"agent0.band_lo": 0.9, "agent0.band_hi": 0.2}, "band_lo 0.9 > band_hi 0.2"),
-        ({"agent0.samples_per_task": 1}, "agent0.samples_per_task"),
+        ({"agent0.solver_samples": 1}, "agent0.solver_samples"),
+        ({"agent0.samples_per_task": 4},
+         "'agent0.samples_per_task' is now 'agent0.solver_samples'"),
         ({"roles.executor": None}, "needs a `executor` role"),
         ({"roles.executor.adapter": "shared"}, "needs `adapter: own`"),
         ({"rollout": {"mode": "async"}}, "rollout.mode must be sync"),
@@ -318,7 +320,7 @@ def test_resume_after_kill_9_mid_executor_phase_keeps_the_pool(tmp_path, tiny_mo
     tasks = rows("tasks.jsonl")
     assert len({t["task_id"] for t in tasks}) == len(tasks)  # no task written twice
     assert [t["phase"] for t in tasks] == ["curriculum"] * 4 + ["executor"] * 4
-    assert sum(r.get("pool/size", 0) for r in metrics) == 4  # one pool, built once
+    assert sum(r.get("agent0/pool/size", 0) for r in metrics) == 4  # one pool, built once
 
 
 # ---------------------------------------------------------------------- parsing and code tasks

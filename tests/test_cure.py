@@ -13,9 +13,9 @@ import pytest
 
 from curricula.unit_tests import DEFAULT_PROBLEMS, load_problems, parse_program, parse_unit_test
 from sandbox import SandboxLimits, SandboxPool
+from sandbox.stdio import harness, passed
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import make_loop, validate
-from selfplay.loops.cure.execution import harness, passed
 from tests.scripted import ScriptedEngine
 
 EXACT = {"abs": 1e-12}  # ratios of small integers and square roots of them

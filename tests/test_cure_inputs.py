@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from curricula.unit_tests import UnitTest, load_problems
+from sandbox.stdio import run_matrix
 from selfplay.core.errors import UserError
 from selfplay.loops import make_loop, validate
-from selfplay.loops.cure.execution import check_references, run_matrix
-from selfplay.loops.cure.records import Played, step_metrics
+from selfplay.loops.cure.loop import Played, check_references, step_metrics
 from tests.test_cure import SUM, cure_config, write_problems
 
 
@@ -85,8 +85,8 @@ def test_a_program_that_never_halts_is_timed_out_and_counted(tmp_path) -> None:
     # the loop times out on both tests, the right program passes both, nothing runs for None
     assert execution.matrix == [[0, 0, 0], [1, 1, 0], [0, 0, 0]]
     assert (execution.runs, execution.timeouts, execution.errors) == (4, 2, 0)
-    played = Played("k", load_problems(problems)[0], 1, programs, tests[1:], execution,
-                    [True, None])
+    played = Played.of("k", load_problems(problems)[0], 1, programs, tests[1:], execution,
+                        [True, None])
     metrics = step_metrics([played])
     assert metrics["cure/timeout_rate"] == 0.5 and metrics["cure/code_ran"] == pytest.approx(1 / 3)
 

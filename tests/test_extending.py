@@ -113,6 +113,32 @@ def test_page_has_the_files_it_walks_through() -> None:
     assert len(loop.splitlines()) <= 60  # a whole loop, settings included
 
 
+def test_a_proposer_solver_loop_on_the_core_runs_with_rows_metrics_and_evaluation(
+    user_folder: Path,
+) -> None:
+    """The page's quiz loop, written on the propose-and-solve core: one step on the tiny model
+    writes a task row per proposal (p̂, solver answers, reward), the shared ``quiz/`` metrics
+    and the held-out reasoning evaluation; its Python stays within 200 lines."""
+    loop = page_files()["my_selfplay/my_loops/quiz.py"]
+    assert len(loop.splitlines()) <= 200
+    folder = user_folder / "my_selfplay"
+    os_chdir(folder)
+    assert cli.main(["run", "quiz.yaml"]) == 0
+    run = only_run(folder)
+    rows = [json.loads(line) for line in (run / "tasks.jsonl").read_text().splitlines()]
+    assert [r["task_id"] for r in rows] == ["s0-p0", "s0-p1"]
+    for row in rows:  # the prefill poses 2 + 3: every proposal is valid, answered twice
+        assert row["question"] == "What is 2 + 3?" and row["answer"] == "5" and row["valid"]
+        assert row["samples"] == 2 and len(row["solver_answers"]) == 2
+        assert row["p_hat"] in (0.0, 0.5, 1.0)
+        assert row["reward"] == (0.5 if row["p_hat"] == 0.5 else 0.0)  # learnability
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    step = next(m for m in metrics if m.get("step") == 0 and not m.get("final"))
+    assert step["quiz/proposals"] == 2.0 and step["quiz/valid_rate"] == 1.0
+    assert "reward/proposer" in step and "reward/solver" in step
+    assert any("eval/reasoning/chain_sum" in m for m in metrics)
+
+
 def test_game_role_and_loop_by_import_path(user_folder: Path) -> None:
     run_commands(page_commands(), user_folder)
     run = only_run(user_folder / "my_selfplay")

@@ -201,7 +201,8 @@ def experiments(folder: Path) -> dict[str, dict]:
             "loop": "spiral",
             "sampling": {"max_new_tokens": 8},
             "train": {"steps": 3, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
-            "roles": {"player": {"prompt": p["player.yaml"]}},
+            "roles": {"player": {"prompt": p["player.yaml"]},
+                      "reasoner": {"prompt": "solver_terse"}},
             "spiral": {
                 "example": "legal",
                 "games": [{"id": "kuhn_poker", "kwargs": {"rounds": 1}},
@@ -230,7 +231,7 @@ def experiments(folder: Path) -> dict[str, dict]:
                 "attempts_per_document": 2,
                 "max_rounds": 2,
                 "formats": "free",
-                "reasoner_samples": 2,
+                "solver_samples": 2,
                 "challenger_reward": "golden_rewards:spread",
                 "contamination": {"enabled": True, "threshold": 0.9},
                 "eval_reasoning": [CHAIN_SUM],
@@ -246,7 +247,7 @@ def experiments(folder: Path) -> dict[str, dict]:
             "roles": {"curriculum": {"prompt": p["proposer.yaml"], "adapter": "own"},
                       "executor": {"prompt": p["solver.yaml"], "adapter": "own"}},
             "agent0": {
-                "curriculum_steps": 1, "executor_steps": 1, "samples_per_task": 3,
+                "curriculum_steps": 1, "executor_steps": 1, "solver_samples": 3,
                 "proposal_group_size": 3, "pool_size": 3, "band": "code", "band_lo": 0.0,
                 "band_hi": 1.0, "executor_tasks_per_step": 2, "executor_group_size": 3,
                 "probe": [CHAIN_SUM], "probe_size": 2, "eval_every": 2,
@@ -263,7 +264,7 @@ def experiments(folder: Path) -> dict[str, dict]:
                       "executor": {"prompt": p["solver.yaml"], "adapter": "own"}},
             "agent0": {
                 "task_kind": "code_io", "curriculum_steps": 1, "executor_steps": 1,
-                "samples_per_task": 2, "proposal_group_size": 2, "pool_size": 2,
+                "solver_samples": 2, "proposal_group_size": 2, "pool_size": 2,
                 "band": "code", "band_lo": 0.0, "band_hi": 1.0, "executor_tasks_per_step": 1,
                 "executor_group_size": 2, "probe_size": 0, "agreement_gate": True,
                 "reward_form": "code",
@@ -280,7 +281,7 @@ def experiments(folder: Path) -> dict[str, dict]:
                       "executor": {"prompt": p["thinker.yaml"], "adapter": "own"}},
             "agent0": {
                 "executor_tool": False, "reward_form": "rzero", "executor_reward": "format",
-                "curriculum_steps": 1, "executor_steps": 1, "samples_per_task": 2,
+                "curriculum_steps": 1, "executor_steps": 1, "solver_samples": 2,
                 "proposal_group_size": 3, "pool_size": 2, "band": "code", "band_lo": 0.0,
                 "band_hi": 1.0, "executor_tasks_per_step": 1, "executor_group_size": 2,
                 "probe_size": 0, "proposer_reward": "golden_rewards:spread",
@@ -297,7 +298,7 @@ def experiments(folder: Path) -> dict[str, dict]:
                       "solver": {"prompt": p["sqlm_solver.yaml"]}},
             "sqlm": {
                 "proposal_groups": 1, "proposal_group_size": 2, "solver_samples": 3,
-                "proposer_update_every": 2, "proposer_reward": "paper",
+                "proposer_update_every": 2, "proposer_reward": "informative",
             },
         },
         "azr": {
@@ -313,7 +314,7 @@ def experiments(folder: Path) -> dict[str, dict]:
                       "solve_induction": {"prompt": p["azr_solve_f.yaml"]}},
             "azr": {
                 "reward_form": "code", "proposals_per_mode": 2, "solves_per_mode": 6,
-                "learnability_samples": 2, "references": 1, "induction_inputs": 3,
+                "solver_samples": 2, "references": 1, "induction_inputs": 3,
                 "induction_shown": 1, "seed_size": 2, "seed_batch": 1, "seed_rounds": 1,
                 "lenient": True, "require_message": False,
                 "sandbox": {"wall_s": 5.0, "pool_size": 1},
@@ -340,7 +341,7 @@ def experiments(folder: Path) -> dict[str, dict]:
                       "solver": {"prompt": p["mae_solve.yaml"]},
                       "judge": {"prompt": p["mae_judge.yaml"]}},
             "mae": {"proposals_per_step": 2, "solves_per_step": 2, "judge_samples": 2,
-                    "difficulty_samples": 1, "judges_per_step": 6, "lenient": True,
+                    "solver_samples": 1, "judges_per_step": 6, "lenient": True,
                     "admit_threshold": 0.5},
         },
         "ssp": {
@@ -349,7 +350,8 @@ def experiments(folder: Path) -> dict[str, dict]:
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
             "roles": {"proposer": {"prompt": p["ssp_proposer.yaml"], "temperature": 0.8},
                       "solver": {"prompt": p["ssp_solver.yaml"]},
-                      "judge": {"prompt": p["ssp_judge.yaml"], "train": False}},
+                      "judge": {"prompt": p["ssp_judge.yaml"], "train": False,
+                                "max_tokens": 4}},
             "ssp": {
                 "targets": str(folder / "ssp_targets.jsonl"),
                 "proposals_per_step": 3, "solver_samples": 2,
@@ -357,7 +359,6 @@ def experiments(folder: Path) -> dict[str, dict]:
                            "top_k": 2, "max_searches": 1, "max_observation_tokens": 16,
                            "chunk_max_chars": 80},
                 "min_searches": 1, "noisy_documents": 1, "format_penalty": -1.0,
-                "judge_max_tokens": 4,
             },
         },
         "spell": {
@@ -366,7 +367,7 @@ def experiments(folder: Path) -> dict[str, dict]:
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
             "roles": {"questioner": {"prompt": p["spell_questioner.yaml"]},
                       "responder": {"prompt": p["spell_responder.yaml"]},
-                      "verifier": {"prompt": p["spell_verifier.yaml"]}},
+                      "verifier": {"prompt": p["spell_verifier.yaml"], "max_tokens": 2}},
             "spell": {
                 "corpus": "pydoc-few",
                 "corpus_cache": str(folder / "cache" / "corpora"),
@@ -374,8 +375,8 @@ def experiments(folder: Path) -> dict[str, dict]:
                 "new_documents": 3,  # more than the short topics hold: counted, not a crash
                 "document_max_tokens": 16, "context_tokens": 24, "context_growth": 8,
                 "responder_context_tokens": 40, "closed_book_samples": 1,
-                "responder_samples": 2, "verifier_votes": 3, "verifier_fraction": None,
-                "balance_bad": True, "verifier_max_tokens": 2,
+                "solver_samples": 2, "verifier_votes": 3, "verifier_fraction": None,
+                "balance_bad": True,
             },
         },
         "verifiers": {

@@ -136,6 +136,39 @@ def test_imports_never_point_upward() -> None:
     assert not offenders, "\n".join(offenders)
 
 
+# the modules every loop shares (docs/architecture.md#shared-pieces-one-copy-each); any other
+# module of selfplay.loops belongs to one loop: selfplay.loops.<loop>[.<module>]
+SHARED_LOOP_MODULES = ("selfplay.loops", "selfplay.loops.base", "selfplay.loops.propose",
+                       "selfplay.loops.reasoning")
+
+
+def loop_of(module: str) -> str | None:
+    """``selfplay.loops.spiral.rules`` → ``spiral``; None for a shared module or another
+    package."""
+    if module in SHARED_LOOP_MODULES or not module.startswith("selfplay.loops."):
+        return None
+    return module.split(".")[2]
+
+
+def test_no_loop_imports_another_loop() -> None:
+    """A loop uses the shared pieces (base, the propose-and-solve core, reasoning tasks) and
+    the packages below, never another loop: what two loops share moves down to where it
+    belongs (the sandbox, corpora, curricula, the core)."""
+    offenders = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph(("selfplay",)).items()
+        for target in targets
+        if (mine := loop_of(module)) and (theirs := loop_of(target)) and mine != theirs
+    )
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_loop_check_sees_a_loop_importing_another() -> None:
+    assert loop_of("selfplay.loops.sqlm.loop") == "sqlm"
+    assert loop_of("selfplay.loops.rlvr") == "rlvr"
+    assert loop_of("selfplay.loops.propose") is None and loop_of("selfplay.engines.tools") is None
+
+
 def test_the_selfplay_package_itself_imports_nothing() -> None:
     """``selfplay/__init__.py`` runs on every import of the core: it must stay empty."""
     assert not imports_of(ROOT / "selfplay" / "__init__.py")

@@ -30,7 +30,7 @@ from selfplay.analysis.metric_sections import claimed, loop_section
 from selfplay.core.errors import UserError
 from selfplay.loops import load_experiment, make_loop
 from selfplay.loops.mae.pool import Pool
-from selfplay.loops.mae.records import Answer, Judged, Proposal, step_metrics
+from selfplay.loops.mae.records import Answer, Judged, Question, step_metrics
 from selfplay.running.plan import plan
 from selfplay.types import Episode, Turn
 
@@ -142,7 +142,8 @@ def test_unparsable_judge_replies_are_counted_never_fatal() -> None:
     assert math.isclose(judged.score, (6 / 9 + 1.0) / 2, abs_tol=TOL)  # the None is skipped
     silent = Judged([turn("judge", "hmm"), turn("judge", "")])
     assert silent.unscored and silent.score == 0.5
-    proposal = Proposal("q0", turn("proposer", "<question>Q</question>"), "Q", "", judged)
+    proposal = Question(task_id="q0", turn=turn("proposer", "<question>Q</question>"),
+                        question="Q", reference="", judged=judged)
     answer = Answer(turn("solver", "<answer>4</answer>"), "Q", silent, reward=0.75)
     metrics = step_metrics([proposal], [answer], [*judged.turns, *silent.turns], 5, 13)
     assert math.isclose(metrics["mae/judge_parse_rate"], 2 / 5, abs_tol=TOL)

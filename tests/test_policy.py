@@ -85,3 +85,34 @@ def test_engine_failure_reaches_the_episodes():
         assert "engine died" in str(exc)
     else:
         raise AssertionError("the failure was swallowed")
+
+
+class OrderEngine(CountingEngine):
+    """Records the roles of each batch, in row order."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[list[str]] = []
+
+    def generate(self, requests):
+        self.rows.append([r.role for r in requests])
+        return super().generate(requests)
+
+
+def test_ordered_requests_take_their_place_by_key_whatever_order_they_arrive_in():
+    """``policy.ordered(request, key)`` queues a request among the pending ones in key order:
+    requests arriving in an order the caller does not control (the verifiers bridge's HTTP
+    calls) make the same batch every run."""
+
+    async def send(policy, name, key, delay):
+        for _ in range(delay):
+            await asyncio.sleep(0)
+        return await policy.ordered(_request(name), key)
+
+    for arrival in ([("c", "k3"), ("a", "k1"), ("b", "k2")],
+                    [("b", "k2"), ("c", "k3"), ("a", "k1")]):
+        engine = OrderEngine()
+        policy = BatchingPolicy(engine)
+        asyncio.run(policy.gather(send(policy, name, key, delay)
+                                  for delay, (name, key) in enumerate(arrival)))
+        assert engine.rows == [["ra", "rb", "rc"]], arrival

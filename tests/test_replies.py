@@ -44,7 +44,7 @@ def test_rlvr_grades_the_prefill_and_the_completion_together(tmp_path):
     loop = rlvr_with_boxed_prefill(tmp_path)
     collected = asyncio.run(loop.collect(BatchingPolicy(GoldAnswers(loop)), 0))
     episodes = collected.episodes
-    assert episodes and all(e.info["correct"] and e.info["boxed"] for e in episodes)
+    assert episodes and all(e.correct and e.info["boxed"] for e in episodes)
     assert all(e.rewards["solver"] == 1.0 for e in episodes)
     turn = episodes[0].turns[0]
     assert turn.prefill == "The answer is \\boxed{" and turn.reply.endswith("}")

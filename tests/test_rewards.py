@@ -97,14 +97,24 @@ def test_composite_code_form():
 
 def test_resolve_reward_names_and_module_paths():
     assert resolve_reward("variance") is spice_variance
-    assert set(PROPOSER_REWARDS) == {
+    assert set(PROPOSER_REWARDS) == {  # every loop's paper and code forms, by name
         "uncertainty",
         "uncertainty_code",
         "learnability",
+        "learnability_code",
         "variance",
         "threshold",
+        "gaussian",
+        "inverse_accuracy",
+        "intermediate_difficulty",
+        "informative",
+        "agreement_band",
     }
     assert resolve_reward("math:sqrt")(0.25) == 0.5
+    # SQLM's code form reads N: 1 < m_maj < N, m_maj = p̂·N
+    assert [resolve_reward("agreement_band", 4)(m / 4) for m in range(5)] == [0, 0, 1, 1, 0]
+    with pytest.raises(UserError, match="needs the solver's sample count"):
+        resolve_reward("agreement_band")
     for bad in ("nope", "no_such_module_xyz:f", "math:no_such_function"):
         with pytest.raises(UserError) as error:
             resolve_reward(bad)
@@ -219,7 +229,8 @@ def test_composite_caps_and_gate_reach_the_reward():
 
 
 def test_resolve_reward_errors_name_the_reward_and_the_choices():
-    with pytest.raises(UserError, match=r"unknown proposer reward 'nope' \(known: learnability, "):
+    with pytest.raises(UserError,
+                       match=r"unknown proposer reward 'nope' \(known: agreement_band, "):
         resolve_reward("nope")
     with pytest.raises(UserError, match=r"^proposer reward 'no_such_module_xyz:f': cannot import"):
         resolve_reward("no_such_module_xyz:f")

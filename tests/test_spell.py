@@ -92,6 +92,8 @@ def test_the_context_budget_grows_by_the_schedule_up_to_its_ceiling() -> None:
     ("spell.responder_context=none", "grounding_filter needs responder_context: documents"),
     ("spell.new_documents=0", "spell.new_documents"),
     ("spell.questioner_reward=cubic", "spell.questioner_reward"),
+    ("spell.questioner_reward=reverse", "'reverse' is now 'learnability'"),
+    ("spell.responder_samples=4", "'spell.responder_samples' is now 'spell.solver_samples'"),
 ])
 def test_bad_settings_are_one_line_errors(override: str, message: str) -> None:
     with pytest.raises(UserError, match=message) as error:

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from curricula.rewards import learnability, uncertainty
 from curricula.spell_rewards import (
     UNPARSABLE,
     accepted,
@@ -30,7 +31,7 @@ from curricula.spell_rewards import (
 )
 from selfplay.loops.spell.clusters import Plan
 from selfplay.loops.spell.loop import SpellLoop
-from selfplay.loops.spell.records import Answer, Proposal
+from selfplay.loops.spell.records import Answer, Question
 from selfplay.rl.advantages import group_relative_samples
 from selfplay.types import Turn
 
@@ -130,11 +131,10 @@ def test_questioner_rewards_by_hand() -> None:
     # σ = 1/6: exp(−(¼)² / (2/36)) = exp(−36/32) = exp(−1.125) = 0.32465...
     assert questioner_reward(0.25) == pytest.approx(math.exp(-1.125), **EXACT)
     assert questioner_reward(0.75) == pytest.approx(0.3246524673583497, **EXACT)
-    assert questioner_reward(0.25, "reverse") == 0.75
-    assert questioner_reward(0.25, "rzero") == 0.5
-    assert questioner_reward(1.0, "reverse") == 0.0  # r̄ = 1 → 0 in every form
-    with pytest.raises(ValueError, match="unknown questioner reward"):
-        questioner_reward(0.5, "cubic")
+    # the code's `reverse` and `rzero` are the registry's learnability and uncertainty
+    assert questioner_reward(0.25, learnability) == 0.75
+    assert questioner_reward(0.25, uncertainty) == 0.5
+    assert questioner_reward(1.0, learnability) == 0.0  # r̄ = 1 → 0 in every form
 
 
 def test_questions_answered_with_a_mean_in_a_hundredth_to_one_are_accepted() -> None:
@@ -149,13 +149,16 @@ def turn(role: str) -> Turn:
                 loss_mask=[1], text="")
 
 
-def proposal(index: int, parsed, rewards: list[float]) -> Proposal:
+def proposal(index: int, parsed, rewards: list[float]) -> Question:
     plan = Plan(cluster=0, evidence=[], new=[index], examples=[], short=False)
     answers = [Answer(turn("responder"), "x", 0.0, votes=[1, 1, 0],
                       vote_turns=[turn("verifier")] * 3, verdict=1, reward=r,
                       verifier_trains=index == 0) for r in rewards]
-    p = Proposal(index, plan, "topic", 10, turn("questioner"), "", parsed, answers=answers)
-    p.reward = questioner_reward(p.mean_reward)
+    question, reference = parsed or (None, None)
+    p = Question(task_id=f"q{index}", turn=turn("questioner"), question=question,
+                 answer=reference, index=index, plan=plan, cluster_name="topic",
+                 context_tokens=10, responses=answers, scores=rewards)
+    p.reward = questioner_reward(p.p_hat)
     return p
 
 

@@ -30,7 +30,7 @@ def spice_config(tmp_path, roles=None, curriculum=None, **spice):
         "grounded": False,
         "documents_per_step": 5,
         "attempts_per_document": 1,
-        "reasoner_samples": 8,
+        "solver_samples": 8,
         "formats": "free",
         "contamination": {"enabled": False},
         **spice,
@@ -147,9 +147,9 @@ def test_invalid_questions_get_rho(tmp_path, tokenizer):
     assert [row["valid"] for row in rows] == [True, False]
     assert rows[1]["samples"] == 0 and rows[1]["p_hat"] is None
     metrics = ran.metrics
-    assert metrics["challenger/valid_rate"] == 0.5
-    assert metrics["challenger/not_self_contained"] == 1.0
-    assert metrics["reasoner/accuracy"] == 0.5
+    assert metrics["spice/challenger/valid_rate"] == 0.5
+    assert metrics["spice/challenger/not_self_contained"] == 1.0
+    assert metrics["spice/reasoner/accuracy"] == 0.5
 
 
 # ---------------------------------------------------------------------- per-role advantages
@@ -157,7 +157,7 @@ def test_per_role_groups_and_dr_grpo_advantages(tmp_path, tokenizer):
     """Two documents × two attempts, K = 4. Challenger groups = attempts of one document;
     reasoner groups = the K samples of one question; no group holds both roles."""
     loop = make_loop(
-        spice_config(tmp_path, documents_per_step=2, attempts_per_document=2, reasoner_samples=4)
+        spice_config(tmp_path, documents_per_step=2, attempts_per_document=2, solver_samples=4)
     )
     replies = {
         0: free_question(0),  # doc 0, attempt 0: valid, 2/4 correct → r = 1.0
@@ -199,7 +199,7 @@ def test_attempts_are_batched_in_waves_and_rounds_retry_only_failed_documents(tm
             documents_per_step=3,
             attempts_per_document=2,
             max_rounds=3,
-            reasoner_samples=4,
+            solver_samples=4,
         )
     )
 
@@ -387,7 +387,7 @@ def two_documents(monkeypatch):
         Chunk("c-half", "HALF: the while statement repeats a block.", "while.txt", 9),
         Chunk("c-zero", "ZERO: the pass statement does nothing.", "pass.txt", 8),
     ]
-    monkeypatch.setattr("selfplay.loops.spice.loop.load_documents", lambda settings: chunks)
+    monkeypatch.setattr("selfplay.loops.spice.loop.load_documents", lambda *args: chunks)
     calls: dict[str, int] = {}
 
     def challenger(prompt: str, index: int) -> str:
@@ -483,7 +483,7 @@ def test_contamination_drops_near_copies_of_eval_items(tmp_path, tokenizer):
     assert [row["valid"] for row in rows] == [False, False, True]
     assert challenger_rewards(episodes) == [-0.1, -0.1, 1.0]
     metrics = ran.metrics
-    assert metrics["challenger/contamination_drops"] == 2.0
+    assert metrics["spice/challenger/contamination_drops"] == 2.0
     assert engine.batches == [3, 8]  # dropped questions never reach the reasoner
 
 

@@ -49,7 +49,7 @@ def spice_run_config(tmp_path, corpus_cache, steps=2, **spice) -> dict:
             "chunk_max_tokens": 32,
             "documents_per_step": 2,
             "attempts_per_document": 2,
-            "reasoner_samples": 2,
+            "solver_samples": 2,
             "sampler": "near_half",
             "contamination": {"enabled": False},
             **spice,
@@ -73,7 +73,7 @@ def test_tiny_model_run_writes_tasks_and_resumes(tmp_path, tiny_model_path, corp
     chunk_texts = {chunk.id: chunk.text for chunk in world.loop.documents}
     rows = run(world, 0)
     assert [r["step"] for r in rows if not r.get("final")] == [0, 1]
-    assert all("challenger/valid_rate" in r for r in rows if not r.get("final"))
+    assert all("spice/challenger/valid_rate" in r for r in rows if not r.get("final"))
 
     tasks = task_rows(run_dir)
     assert [t["step"] for t in tasks] == [0, 0, 0, 0, 1, 1, 1, 1]  # every attempt, both steps

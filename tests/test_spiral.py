@@ -120,6 +120,24 @@ def test_mirror_self_play_trains_both_seats_with_their_own_advantage(tmp_path):
     assert loop.baseline.values[("tictactoe", "player_0")] == pytest.approx(0.5)
 
 
+def test_player_train_false_freezes_both_seats(tmp_path):
+    """``roles.player.train: false`` reaches the seats' turns (labelled ``player_0`` and
+    ``player_1`` for RAE): none of them is trained, though both still play and are rewarded;
+    with the default, every turn is. (The runner's own filter knows only ``player``.)"""
+    from selfplay.running.runner import trained_roles
+
+    frozen = spiral_config(tmp_path)
+    frozen.roles["player"].train = False
+    loop = SpiralLoop(frozen)
+    episodes, _ = collect(loop, ScriptedEngine(first_legal))
+    assert all(e.rewards == {"player_0": 1.0, "player_1": -1.0} for e in episodes)
+    assert trained_roles(loop.samples(episodes), frozen) == []
+    trained = SpiralLoop(spiral_config(tmp_path))
+    played, _ = collect(trained, ScriptedEngine(first_legal))
+    samples = trained_roles(trained.samples(played), trained.config)
+    assert len(samples) == sum(len(e.turns) for e in played) == 7 * len(played)
+
+
 def test_rae_values_after_a_known_sequence(tmp_path):
     loop = SpiralLoop(spiral_config(tmp_path))
     episodes, _ = collect(loop, ScriptedEngine(first_legal))

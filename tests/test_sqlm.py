@@ -3,15 +3,12 @@ the proposer's update schedule, masked proposals, and bad input."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from curricula.sqlm_rewards import (
-    majority,
-    proposer_reward,
-    read_proposal,
-    solver_answer,
-    solver_rewards,
-)
+from curricula.rewards import resolve_reward
+from curricula.sqlm_rewards import majority, read_proposal, solver_answer, solver_rewards
 from selfplay.loops import validate
 from tests.conftest import tiny_config
 
@@ -38,9 +35,9 @@ def test_majority_counts_strings_and_none_is_an_answer():
 def test_solver_and_proposer_rewards(answers, rewards, code, paper):
     got = solver_rewards(answers)
     assert got == rewards
-    m_maj = sum(got)
-    assert proposer_reward(m_maj, 4, "code") == code
-    assert proposer_reward(m_maj, 4, "paper") == paper
+    p_hat = sum(got) / 4  # m_maj / N
+    assert resolve_reward("agreement_band", 4)(p_hat) == code
+    assert resolve_reward("informative")(p_hat) == paper
 
 
 def test_read_proposal_by_topic():
@@ -100,12 +97,16 @@ def test_masked_proposals_shape_the_group_baseline_but_are_not_trained(tmp_path)
         ({"topic": "geometry"}, "sqlm.topic"),
         ({"solver_samples": 1}, "sqlm.solver_samples"),
         ({"proposer_update_every": 0}, "sqlm.proposer_update_every"),
+        ({"proposer_reward": "nope"}, "unknown proposer reward 'nope'"),
+        # renamed by the vocabulary (docs/architecture.md#vocabulary): one line naming the new
+        ({"solver_max_tokens": 8}, "'sqlm.solver_max_tokens' is now 'roles.solver.max_tokens'"),
+        ({"proposer_reward": "code"}, "'code' is now 'agreement_band'"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, change, needle):
     from selfplay.core.errors import UserError
 
-    with pytest.raises(UserError, match=needle.replace(".", r"\.")):
+    with pytest.raises(UserError, match=re.escape(needle)):
         sqlm_loop(tmp_path, **change)
 
 
@@ -124,9 +125,9 @@ def test_read_coding_takes_the_problem_and_the_bar_separated_tests():
 
 
 def test_coding_proposer_reward_is_the_open_interval():
-    from curricula.sqlm_rewards import proposer_reward_coding
+    from curricula.rewards import informative
 
-    assert [proposer_reward_coding(x) for x in (0.0, 0.2, 0.95, 1.0)] == [0.0, 1.0, 1.0, 0.0]
+    assert [informative(x) for x in (0.0, 0.2, 0.95, 1.0)] == [0.0, 1.0, 1.0, 0.0]
 
 
 class _Caller:
@@ -143,7 +144,7 @@ def test_program_score_runs_the_tests_in_the_real_sandbox():
     import asyncio
 
     from selfplay.engines.tools import ToolSandbox, ToolSettings
-    from selfplay.loops.sqlm.coding import program_score
+    from selfplay.loops.sqlm.loop import program_score
 
     tests = [("3 4\n", "7\n"), ("1 1\n", "2\n"), ("2 2\n", "5\n")]  # the third is wrong
     right = "```python\nprint(sum(map(int, input().split())))\n```"
@@ -164,17 +165,39 @@ def test_program_score_runs_the_tests_in_the_real_sandbox():
 
 
 def test_loop_scores_coding_by_test_share_and_math_by_majority(tmp_path):
-    from selfplay.loops.sqlm.loop import Proposal
+    from selfplay.loops.sqlm.loop import Question
+
+    def question(index: int, text: str, tests=()) -> Question:
+        return Question(task_id=f"p{index}", index=index, turn=None, question=text,
+                        tests=list(tests))
 
     loop = sqlm_loop(tmp_path, topic="coding")
-    coding = Proposal(0, None, "", "P", tests=[("1\n", "1\n")])
+    coding = question(0, "P", [("1\n", "1\n")])
     loop.score(coding, [(None, "passed 1/1", 1.0), (None, "passed 0/1", 0.0),
                         (None, None, 0.0), (None, "passed 1/1", 1.0)])
-    # solver rewards are the scores; mean ½ lies in (0, 1): proposer reward 1
-    assert (coding.solver_rewards, coding.reward) == ([1.0, 0.0, 0.0, 1.0], 1.0)
-    solved = Proposal(1, None, "", "P", tests=[("1\n", "1\n")])
+    # solver rewards are the scores; p̂ = ½ lies in (0, 1): proposer reward 1
+    assert (coding.scores, coding.p_hat, coding.reward) == ([1.0, 0.0, 0.0, 1.0], 0.5, 1.0)
+    solved = question(1, "P", [("1\n", "1\n")])
     loop.score(solved, [(None, "passed 1/1", 1.0)] * 4)
-    assert solved.reward == 0.0  # every program passes: mean 1
-    math = Proposal(2, None, "", "What is 1 + 1?")
+    assert solved.reward == 0.0  # every program passes: p̂ = 1
+    math = question(2, "What is 1 + 1?")
     loop.score(math, [(None, "2", None), (None, "2", None), (None, "3", None), (None, "2", None)])
-    assert (math.solver_rewards, math.m_maj, math.reward) == ([1.0, 1.0, 0.0, 1.0], 3.0, 1.0)
+    # m_maj = 3 of N = 4 agree with the majority: 1 < 3 < 4, the code's band
+    assert (math.scores, math.p_hat, math.reward) == ([1.0, 1.0, 0.0, 1.0], 0.75, 1.0)
+
+
+def test_a_roles_budget_and_stop_strings_reach_its_requests_and_no_other(tmp_path):
+    """``roles.<role>.max_tokens`` and ``stop`` apply in one place (``Loop.sampling``) to
+    every request the loop builds for that role, beside the stop strings the loop's format
+    needs; a role without them gets ``sampling.max_new_tokens`` (6 here) and no stop."""
+    from selfplay.loops.sqlm import SqlmLoop
+
+    roles = {"proposer": {"prompt": "sqlm_arithmetic_cpu"},
+             "solver": {"prompt": "sqlm_solver_cpu", "max_tokens": 7, "stop": ["\n", "."]}}
+    data = tiny_config(tmp_path, loop="sqlm", roles=roles, sqlm={}, train={"loss": "grpo"})
+    del data["rlvr"]
+    loop = SqlmLoop(validate(data, "test"))
+    solver = loop.request("solver", stop=("</answer>", "."), question="What is 1 + 1?").sampling
+    assert (solver.max_new_tokens, solver.stop) == (7, ("</answer>", ".", "\n"))
+    proposer = loop.request("proposer").sampling
+    assert (proposer.max_new_tokens, proposer.stop) == (6, ())

@@ -11,11 +11,11 @@ import pytest
 
 from corpora.corpus import Chunk
 from curricula.ssp_rewards import proposed_question
+from curricula.targets import mine_targets, read_targets, spans
 from selfplay.core.errors import UserError
 from selfplay.loops import make_loop, validate
 from selfplay.loops.ssp import SspLoop
-from selfplay.loops.ssp.records import Problem
-from selfplay.loops.ssp.targets import mine_targets, read_targets, spans
+from selfplay.loops.ssp.loop import Problem
 from selfplay.types import Episode, Turn
 
 
@@ -67,7 +67,7 @@ def test_advantages_proposer_raw_reward_solver_grpo():
         episode("solver", 0.0, "s0-p0-solve"), episode("solver", 0.0, "s0-p0-solve"),
         Episode(loop="ssp", env="judge", turns=[], rewards={}, group_id="s0-p0-rag"),
     ]
-    samples = SspLoop.samples(fake, episodes)
+    samples = SspLoop.own_samples(fake, episodes)
     by_role = {}
     for sample in samples:
         by_role.setdefault(sample.turn.role, []).append(sample.advantage)

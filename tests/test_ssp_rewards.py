@@ -1,19 +1,13 @@
 """SSP's rules (curricula/ssp_rewards.py) against hand-computed numbers: the solver's exact-match
-reward and its /4 for answer spam, the proposer's 1 − s and 4·s·(1 − s), and each validity
-check."""
+reward and its /4 for answer spam, the proposer's 1 − p̂ and 4·p̂·(1 − p̂) (from the registry in
+curricula/rewards.py), and each validity check."""
 
 from __future__ import annotations
 
 import pytest
 
-from curricula.ssp_rewards import (
-    QuestionRules,
-    exact_match,
-    proposer_reward,
-    question_problem,
-    solve_rate,
-    solver_reward,
-)
+from curricula.rewards import resolve_reward
+from curricula.ssp_rewards import QuestionRules, exact_match, question_problem, solver_reward
 
 QUESTION = "Which river in the northern valley flows for the longest distance of all?"
 
@@ -31,11 +25,6 @@ def test_more_than_ten_answer_tags_divide_the_reward_by_four():
     assert solver_reward("<answer>8</answer>" * 11, "7") == 0.0
 
 
-def test_solve_rate_counts_rewards_above_zero():
-    # a quartered reward still counts as solved: s = 2 / 5
-    assert solve_rate([1.0, 0.0, 0.25, 0.0, 0.0]) == pytest.approx(0.4, abs=1e-12)  # exact /5
-
-
 @pytest.mark.parametrize(("s", "one_minus", "intermediate"), [
     (0.4, 0.6, 0.96),  # 4 · 0.4 · 0.6
     (0.2, 0.8, 0.64),  # 4 · 0.2 · 0.8
@@ -44,13 +33,9 @@ def test_solve_rate_counts_rewards_above_zero():
 ])
 def test_proposer_rewards(s, one_minus, intermediate):
     # tolerance: one or two float multiplications
-    assert proposer_reward(s) == pytest.approx(one_minus, abs=1e-12)
-    assert proposer_reward(s, "intermediate_difficulty") == pytest.approx(intermediate, abs=1e-12)
-
-
-def test_an_unknown_proposer_reward_is_refused():
-    with pytest.raises(ValueError, match="unknown proposer reward"):
-        proposer_reward(0.5, "variance")
+    assert resolve_reward("inverse_accuracy")(s) == pytest.approx(one_minus, abs=1e-12)
+    assert resolve_reward("intermediate_difficulty")(s) == pytest.approx(intermediate,
+                                                                         abs=1e-12)
 
 
 @pytest.mark.parametrize(("question", "queries", "retrieved", "reason"), [

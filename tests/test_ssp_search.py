@@ -19,13 +19,13 @@ from corpora import build_corpus, corpus_settings, load_corpus
 from selfplay.core.errors import UserError
 from selfplay.engines.models import load_tokenizer
 from selfplay.engines.policy import BatchingPolicy
+from selfplay.engines.rag import check_questions, mixed_documents
 from selfplay.engines.search_tool import (
     INFO_OPEN,
     SearchSettings,
     open_corpus,
     search_rollout,
 )
-from selfplay.loops.ssp.retrieval import check_questions, mixed_documents
 from selfplay.types import Completion, Request, SamplingParams
 
 FACTS = {

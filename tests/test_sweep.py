@@ -376,10 +376,11 @@ def test_a_loops_own_metrics_are_compared_and_bookkeeping_is_not():
     from selfplay.analysis.sweep_page import compared_keys
 
     rows = [
-        {"step": 0, "time": 1.0, "challenger/valid_rate": 0.25, "pool/kept_share": 0.5,
+        {"step": 0, "time": 1.0, "spice/challenger/valid_rate": 0.25,
+         "agent0/pool/kept_share": 0.5,
          "drill/win_rate": 1.0, "agent0/phase": 1.0, "sync/bytes": 9.0, "staleness/max": 0.0,
          "rollout/seconds": 3.0, "reward/solver": 0.1},
     ]
     assert compared_keys(rows) == [
-        "challenger/valid_rate", "drill/win_rate", "pool/kept_share", "reward/solver"
+        "agent0/pool/kept_share", "drill/win_rate", "reward/solver", "spice/challenger/valid_rate"
     ]

@@ -54,7 +54,7 @@ def stub_key(monkeypatch):
 
 @pytest.mark.parametrize(
     ("taskset", "env_class", "harness_class"),
-    [("selfplay_kuhn", GameEnv, GameHarness), ("selfplay-games", GameEnv, GameHarness),
+    [("selfplay_games", GameEnv, GameHarness), ("selfplay-games", GameEnv, GameHarness),
      ("selfplay_spice", SpiceEnv, SpiceHarness)],
 )
 def test_load_environment_by_id(taskset, env_class, harness_class):
@@ -69,7 +69,7 @@ def test_load_environment_by_id(taskset, env_class, harness_class):
 def test_kuhn_bet_fold_pays_the_bettor(tmp_path):
     """One round: player 0 bets, player 1 folds, so player 0 wins whatever the cards: +1/−1;
     each move was one single-turn request on SPIRAL's player prompt."""
-    env = {"taskset": {"id": "selfplay_kuhn", "kwargs": {"rounds": 1}}}
+    env = {"taskset": {"id": "selfplay_games", "kwargs": {"rounds": 1}}}
     (episode,), requests = evaluate(tmp_path, cycle([r"\boxed{[bet]}", r"I fold. \boxed{[fold]}"]),
                                     env)
     assert episode.ok
@@ -83,7 +83,7 @@ def test_kuhn_bet_fold_pays_the_bettor(tmp_path):
 def test_illegal_move_ends_the_game_with_spiral_shaping(tmp_path):
     """Check, then 'call' (not legal after a check): player 1 is the offender, −1.5, player 0
     +0.5 (SPIRAL's training shaping), and nothing more is asked of the model."""
-    env = {"taskset": {"id": "selfplay_kuhn"}}
+    env = {"taskset": {"id": "selfplay_games"}}
     (episode,), requests = evaluate(tmp_path, cycle([r"\boxed{[check]}", r"\boxed{[call]}"]), env)
     assert by_seat(episode) == {"player_0": [0.5], "player_1": [-1.5]}
     assert len(requests) == 2
@@ -95,7 +95,7 @@ def test_illegal_move_ends_the_game_with_spiral_shaping(tmp_path):
 def test_unparseable_reply_is_an_invalid_move(tmp_path):
     """A reply without \\boxed{} ends the game on the first move; with the shaping set to
     −1/+1 in the env config (the evaluation convention)."""
-    env = {"taskset": {"id": "selfplay_kuhn"}, "invalid_penalty": -1.0,
+    env = {"taskset": {"id": "selfplay_games"}, "invalid_penalty": -1.0,
            "invalid_opponent_reward": 1.0}
     (episode,), requests = evaluate(tmp_path, cycle(["I would rather not."]), env)
     assert by_seat(episode) == {"player_0": [-1.0]}
@@ -106,7 +106,7 @@ def test_unparseable_reply_is_an_invalid_move(tmp_path):
 def test_random_opponent_never_asks_the_model(tmp_path):
     """``opponent: random``: player 1 moves at random (call or fold after a bet, so the game
     ends +1 or −1 for player 0); the model is asked only player 0's one move."""
-    env = {"taskset": {"id": "selfplay_kuhn", "kwargs": {"rounds": 1}}, "opponent": "random"}
+    env = {"taskset": {"id": "selfplay_games", "kwargs": {"rounds": 1}}, "opponent": "random"}
     (episode,), requests = evaluate(tmp_path, cycle([r"\boxed{[bet]}"]), env)
     rewards = by_seat(episode)
     assert set(rewards) == {"player_0"} and abs(rewards["player_0"][0]) == 1.0
@@ -161,13 +161,13 @@ def test_spice_invalid_question_gets_rho_and_no_reasoner(tmp_path, documents):
 
 
 def test_vf_eval_command_line(tmp_path):
-    """The command a prime-rl user types: ``vf-eval selfplay-kuhn -n 2`` writes its traces."""
+    """The command a prime-rl user types: ``vf-eval selfplay-games -n 2`` writes its traces."""
     def bet_then_fold(messages: list[dict]) -> str:  # the two games run at once: by seat
         seat_0 = "You are Player 0" in messages[-1]["content"]
         return r"\boxed{[bet]}" if seat_0 else r"\boxed{[fold]}"
 
     with serve_in_thread(bet_then_fold) as stub:
-        vf_eval(["selfplay-kuhn", "--env.taskset.kwargs", '{"rounds": 1}', "-n", "2",
+        vf_eval(["selfplay-games", "--env.taskset.kwargs", '{"rounds": 1}', "-n", "2",
                  "--model", "stub", "--client.base-url", stub.base_url,
                  "--client.api-key-var", "SELFPLAY_STUB_KEY", "--no-push", "--output-dir",
                  str(tmp_path)])

@@ -227,3 +227,30 @@ def test_without_verifiers_the_loop_refuses_in_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "verifiers.v1", None)
     with pytest.raises(UserError, match=r"pip install 'selfplay\[verifiers\]'"):
         loops.loop_class("verifiers")
+
+
+def test_a_dapo_sampler_draws_again_for_the_groups_it_drops_as_in_rlvr(tmp_path, monkeypatch):
+    """DAPO keeps a group only when its episodes neither all succeed nor all fail; like rlvr,
+    the loop draws again (up to ``dapo_max_rounds``) until ``tasks_per_step`` groups are kept.
+    Here a task whose id is a multiple of 3 has one success in two episodes (kept), any other
+    two successes (dropped); the played episodes are made by hand, no model is needed."""
+    from selfplay.types import Episode
+
+    config = experiment(tmp_path, "selfplay.loops.verifiers.envs.arithmetic", ["agent"],
+                        tasks_per_step=2, group_size=2)
+    config["curriculum"] = {"sampler": "dapo", "dapo_max_rounds": 3}
+    loop = make_loop(validate(config, "t"))
+    drawn: list[list[int]] = []
+
+    async def play(policy, tasks, size, prefix, greedy=False):
+        drawn.append(list(tasks))
+        return [Episode("verifiers", "arithmetic", [], {"agent": 0.0 if j and t % 3 == 0 else 1.0},
+                        f"{prefix}-t{t}", {"task": t}) for t in tasks for j in range(size)]
+
+    monkeypatch.setattr(loop, "play", play)
+    collected = asyncio.run(loop.collect(None, 0))
+    kept = {e.group_id for e in collected.episodes}
+    assert len(kept) == 2 and all(int(g.split("-t")[1]) % 3 == 0 for g in kept)
+    assert len(drawn) > 1 and any(t % 3 for t in drawn[0])  # the first draw fell short
+    assert collected.metrics["curriculum/kept_groups"] == 2.0
+    assert collected.metrics["curriculum/refill_rounds"] == len(drawn) - 1

@@ -36,6 +36,11 @@ class Section:
     lines: list[str] = field(default_factory=list)  # findings and "why this is missing" notes
     html: list[str] = field(default_factory=list)  # blocks already escaped (transcripts)
 
+    def note(self, line: str) -> Section:
+        """Say why the section has nothing more to show (and return it, finished)."""
+        self.lines.append(line)
+        return self
+
     def add(self, plot: Plot, missing: str | None = None) -> None:
         """Keep a plot that has data; otherwise note why it is not there."""
         if plot.empty:

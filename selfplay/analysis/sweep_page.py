@@ -24,8 +24,8 @@ from selfplay.stats.seeds import LEVEL, RESAMPLES, Difference, bootstrap_differe
 
 # metrics a sweep compares: outcomes of the policy, not of the machine (no seconds, no
 # throughput: identical arms differ there, and it is not what a sweep asks) and not the run's
-# bookkeeping; every other number is, a loop's own metrics too (SPICE's challenger/valid_rate,
-# Agent0's pool/..., a plug-in loop's)
+# bookkeeping; every other number is, a loop's own metrics too (SPICE's
+# spice/challenger/valid_rate, Agent0's agent0/pool/..., a plug-in loop's)
 MACHINE_WORDS = ("seconds", "per_s", "per_minute", "time", "tokens_per", "memory")  # time/...
 MACHINE_PREFIXES = ("sync/", "staleness/", "cluster/")
 BOOKKEEPING = {"step", "final"}

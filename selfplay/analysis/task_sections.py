@@ -118,8 +118,7 @@ def _phase_groups(run: RunData) -> tuple[str, dict[int, list[dict]]]:
 def validity_section(run: RunData) -> Section:
     section = Section("Validity, answers and tools", "validity")
     if not run.tasks:
-        section.lines.append("no tasks.jsonl: this loop generates no tasks.")
-        return section
+        return section.note("no tasks.jsonl: this loop generates no tasks.")
     label, by = _phase_groups(run)
     keys = list(by)
     section.add(Plot("tasks-rates", "generated tasks: rates", label, "share", [

@@ -44,11 +44,12 @@ TITLES: dict[str, tuple[str, str]] = {
     "eval/accuracy": ("Held-out accuracy", "share of problems"),
     "curriculum/": ("Curriculum", ""),
     "cure/": ("CURE", ""),
-    "challenger/": ("Challenger", ""),
+    "spice/": ("SPICE", ""),
+    "agent0/": ("Agent0", ""),
     "azr/": ("AZR", ""),
     "ssp/": ("SSP", ""),
     "sqlm/": ("SQLM", ""),
-    "reasoner/accuracy": ("Reasoner accuracy", "share of answers"),
+    "spice/reasoner/accuracy": ("Reasoner accuracy", "share of answers"),
 }
 
 UNIT_WORDS = [

@@ -69,7 +69,7 @@ def env_spec(name: str, folder: Path, tasks: int = len(DOCUMENTS)) -> dict:
     if name == "kuhn":
         # lenient: a reply's last [move] counts without \boxed{}, so a small model's games
         # last more than one move (more calls per episode: what batching across episodes is for)
-        return {"taskset": {"id": "selfplay_kuhn", "kwargs": {"rounds": 1}}, "lenient": True}
+        return {"taskset": {"id": "selfplay_games", "kwargs": {"rounds": 1}}, "lenient": True}
     if name == "negotiation":  # any bracketed text is a message: games of several moves
         return {"taskset": {"id": "selfplay_games", "game": "simple_negotiation"},
                 "lenient": True}

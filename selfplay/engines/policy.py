@@ -13,6 +13,7 @@ policy's vocabulary, for what counts or cuts text in tokens (tool output, long d
 from __future__ import annotations
 
 import asyncio
+import bisect
 import threading
 from collections.abc import Awaitable, Iterable
 from contextlib import asynccontextmanager, contextmanager
@@ -51,6 +52,7 @@ class BatchingPolicy:
         # likelihood requests (``likelihoods``): scored in the same flush as generation
         self._scoring: list[tuple[Request, list[list[int]], asyncio.Future]] = []
         self.tokens_scored = 0  # continuation tokens scored (no generation: no token budget)
+        self._order: dict[int, str] = {}  # id(future) → its key, for ``ordered`` requests
         self._elsewhere = 0
         self._wake: asyncio.Event | None = None
 
@@ -73,6 +75,24 @@ class BatchingPolicy:
         self._scoring.append((request, continuations, future))
         self._poke()
         return await future
+    async def ordered(self, request: Request, key: str) -> Completion:
+        """``await policy(request)``, queued among the pending requests in ``key`` order (one
+        sent without a key counts as the key ``""``; equal keys keep their arrival order).
+
+        The engine samples a batch's rows from one random stream in row order, so a batch's
+        order is part of what a seeded run repeats. Requests that reach a loop in an order it
+        does not control (the verifiers bridge: calls arrive through an HTTP server, in
+        whatever order its sockets deliver them) keep the same batch order every run when
+        each is sent with a key naming what it is (episode, agent run, call)."""
+        future = asyncio.get_running_loop().create_future()
+        keys = [self._order.get(id(queued), "") for _, queued in self._pending]
+        self._order[id(future)] = key
+        self._pending.insert(bisect.bisect_right(keys, key), (request, future))
+        self._poke()
+        try:
+            return await future
+        finally:
+            self._order.pop(id(future), None)
 
     @asynccontextmanager
     async def elsewhere(self):

@@ -11,19 +11,23 @@ of the policy for an opponent pool, say) it asks of ``Snapshots``, a service the
 What the runner reads of a loop is typed, never probed: the loop's ``spec`` (``LoopSpec``: its
 roles and the prompt fields it fills, its advantage estimator, whether its episodes carry p̂),
 ``eval_every`` (from its settings, a ``LoopSettings``), and ``Collected``'s fields.
+
+Per-role generation settings (``roles.<role>``: temperature, ``max_tokens``, ``stop``) are
+applied here, in ``sampling``, for every request a loop builds with ``request``; the held-out
+reasoning evaluation (``eval_reasoning``) any loop can run is here too (``evaluate``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from pydantic import Field
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from curricula.curriculum import Curriculum
 from roles import RolePrompt, load_role
@@ -31,6 +35,7 @@ from selfplay.config import ExperimentConfig, Strict
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.engines.tools import ToolSettings
+from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
 from selfplay.rl.advantages import RAEBaseline, apply_adpo, group_relative_samples, rae_samples
 from selfplay.rl.losses import LOSS_PRESETS
 from selfplay.types import Collected, Completion, Episode, Request, Sample, SamplingParams, Turn
@@ -50,9 +55,35 @@ class Snapshots(Protocol):
 
 class LoopSettings(Strict):
     """The base of every loop's settings section (``Loop.Settings``): what the runner and the
-    held-out evaluation (``selfplay evaluate``) read of it."""
+    held-out evaluation (``selfplay evaluate``) read of it.
+
+    ``eval_reasoning``: held-out reasoning-gym families the loop's ``spec.reasoner`` answers,
+    greedily, at every evaluation (``eval/reasoning/<family>``), for any loop that declares
+    one. ``renamed``: keys this section used to have, by their new name, and
+    ``renamed_values``: values of a key the same way (``{key: {old: new}}``): a config that
+    still sets one is refused in one line naming the new one
+    (docs/architecture.md#vocabulary)."""
+
+    renamed: ClassVar[Mapping[str, str]] = {}
+    renamed_values: ClassVar[Mapping[str, Mapping[str, str]]] = {}
 
     eval_every: int = Field(0, ge=0)  # steps between evaluations; 0: only before and after
+    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (greedy accuracy)
+    eval_reasoning_size: int = Field(16, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_renamed(cls, data: Any) -> Any:
+        for old, new in cls.renamed.items() if isinstance(data, dict) else ():
+            if old in data:
+                raise PydanticCustomError("renamed_key", "{old} is now {new}",
+                                          {"old": old, "new": new})
+        for key, values in cls.renamed_values.items() if isinstance(data, dict) else ():
+            new = values.get(data.get(key)) if isinstance(data.get(key), str) else None
+            if new is not None:
+                raise PydanticCustomError("renamed_value", "{key}: {old!r} is now {new!r}",
+                                          {"key": key, "old": data[key], "new": new})
+        return data
 
     def trained_families(self) -> set[str]:
         """The reasoning-gym families the policy trains on (held-out suites leave them out)."""
@@ -69,21 +100,29 @@ class LoopSpec:
 
     ``roles``: every role the loop plays, with the prompt fields it fills into that role's
     prompt; an experiment must give each of them and no other, and a role prompt reading any
-    other field is refused, before a run folder exists. ``estimator``: the advantages it uses
-    by default ("group": the loss preset's group-relative estimator; "rae": SPIRAL's).
+    other field is refused, before a run folder exists; ``optional_roles`` the same for roles
+    an experiment may leave out (SPIRAL's ``reasoner``, needed only by ``eval_reasoning``).
+    ``estimator``: the advantages it uses under ``advantage.estimator: auto`` ("group": the
+    loss preset's group-relative estimator; "rae": SPIRAL's; "own": the loop's
+    ``own_samples``; any other estimator the config names replaces it, an ablation).
     ``pass_rates``: its episodes carry the task's p̂ (``Episode.pass_rate``), which ADPO needs.
     ``tasks``: what its curriculum's tasks are (for the resume check's error);
     ``fixed_tasks``: they come from the config (a resumed run must have the same), as opposed
     to tasks the run generates (Agent0's pools). ``eval_files``: the run-folder files its
     evaluations append rows to (``Loop.evaluation_rows``; SPIRAL's ``strategies.jsonl``).
+    ``reasoner``: the role that answers the held-out reasoning questions (its ``question``
+    field; ``reasoner_fields`` fills the others), None when none can.
     """
 
     roles: Mapping[str, tuple[str, ...]]
-    estimator: Literal["group", "rae"] = "group"
+    estimator: Literal["group", "rae", "own"] = "group"
     pass_rates: bool = False
     tasks: str = "tasks"
     fixed_tasks: bool = True
     eval_files: tuple[str, ...] = ()
+    reasoner: str | None = None
+    reasoner_fields: Mapping[str, str] = field(default_factory=dict)
+    optional_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Loop(ABC):
@@ -92,6 +131,7 @@ class Loop(ABC):
     name: ClassVar[str] = "base"  # also the key of the loop's own config section
     Settings: ClassVar[type[LoopSettings] | None] = None  # the model of that section
     spec: ClassVar[LoopSpec] = LoopSpec(roles={})
+    held_out_seed: ClassVar[int] = 20_000  # the held-out set is drawn with seed + this
 
     def __init__(self, config: ExperimentConfig) -> None:
         self.config = config
@@ -110,6 +150,23 @@ class Loop(ABC):
         # the loop's task buffer and sampler, if it draws tasks through one: its state goes
         # into checkpoints and its table into the run folder
         self.curriculum: Curriculum | None = None
+        self.held_out = self._held_out_tasks()
+
+    def _held_out_tasks(self) -> list:
+        """The held-out reasoning-gym set of ``eval_reasoning`` (refused in one line when no
+        role of the loop can answer it)."""
+        s = self.settings
+        if s is None or not s.eval_reasoning or not s.eval_reasoning_size:
+            return []
+        role = self.spec.reasoner
+        if role is None:
+            raise UserError(f"{self.name}.eval_reasoning: the {self.name} loop has no role that "
+                            "answers questions; remove it")
+        if role not in self.config.roles:
+            raise UserError(f"{self.name}.eval_reasoning needs a `{role}` role to answer the "
+                            f"questions (e.g. roles.{role}: {{prompt: solver_terse}})")
+        return build_tasks(s.eval_reasoning, s.eval_reasoning_size,
+                           self.config.seed + self.held_out_seed)
 
     # ---------------------------------------------------------------- what the runner calls
     @property
@@ -122,8 +179,14 @@ class Loop(ABC):
         """Play one step's episodes."""
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
-        """Held-out metrics (before training, every ``eval_every`` steps and at the end)."""
-        return {}
+        """Held-out metrics (before training, every ``eval_every`` steps and at the end): by
+        default the greedy accuracy of ``spec.reasoner`` on ``eval_reasoning``'s tasks, per
+        family (``eval/reasoning/<family>``) and overall (none when it is not set)."""
+        if not self.held_out:
+            return {}
+        role, fields = self.spec.reasoner, self.spec.reasoner_fields
+        return await reasoning_accuracy(policy, self.held_out, lambda entry: self.request(
+            role, greedy=True, **fields, question=entry["question"]))
 
     def evaluation_rows(self) -> dict[str, list[dict]]:
         """Rows the evaluations since the last call produced for run-folder files, by the
@@ -133,19 +196,34 @@ class Loop(ABC):
         return {}
 
     def samples(self, episodes: list[Episode]) -> list[Sample]:
-        """Advantages per role (group-relative within (group, role), or RAE per (env, role)),
-        then ADPO's per-sample scale and ε_high from p̂ when ``advantage.adpo`` is on."""
+        """Advantages per role (group-relative within (group, role), RAE per (env, role), or
+        the loop's own), then ADPO's per-sample scale and ε_high from p̂ when
+        ``advantage.adpo`` is on; the samples of a role with ``train: false`` are dropped."""
         chosen = self.config.advantage.estimator
-        if chosen == "auto":
-            chosen = "rae" if self.spec.estimator == "rae" else LOSS_PRESETS[
-                self.config.train.loss][1]
-        if chosen == "rae":
-            samples = rae_samples(episodes, self.baseline)
+        if chosen == "auto" and self.spec.estimator == "own":
+            samples = self.own_samples(episodes)
         else:
-            samples = group_relative_samples(episodes, chosen)
+            if chosen == "auto":
+                chosen = "rae" if self.spec.estimator == "rae" else LOSS_PRESETS[
+                    self.config.train.loss][1]
+            if chosen == "rae":
+                samples = rae_samples(episodes, self.baseline)
+            else:
+                samples = group_relative_samples(episodes, chosen)
         if self.config.advantage.adpo:
             apply_adpo(samples, self.config.advantage.adpo_floor)
-        return samples
+        frozen = {role for role, spec in self.config.roles.items() if not spec.train}
+        return [s for s in samples if self.config_role(s.turn.role) not in frozen]
+
+    def own_samples(self, episodes: list[Episode]) -> list[Sample]:
+        """The loop's own advantages, for a ``spec.estimator`` of "own"."""
+        raise NotImplementedError(f"the {self.name} loop declares estimator 'own' but has no "
+                                  "own_samples")
+
+    def config_role(self, turn_role: str) -> str:
+        """The ``roles:`` entry a turn of ``turn_role`` belongs to (its settings, whether it
+        trains): the same name, unless the loop labels turns otherwise (SPIRAL: its seats)."""
+        return turn_role
 
     def after_update(self, step: int, snapshots: Snapshots) -> None:
         """Called after each learner step and weight sync (opponent pools snapshot here)."""
@@ -185,27 +263,23 @@ class Loop(ABC):
 
     # ---------------------------------------------------------------- helpers for loops
     def request(
-        self,
-        role: str,
-        greedy: bool = False,
-        stop: tuple[str, ...] = (),
-        max_new_tokens: int | None = None,
-        **fields: Any,
+        self, role: str, greedy: bool = False, stop: tuple[str, ...] = (), **fields: Any
     ) -> Request:
-        """A request for ``role``'s prompt with ``fields`` filled in; a role prompt with a
-        ``prefill`` starts the reply (``completion.reply`` is prefill + what the model wrote).
-        ``max_new_tokens`` overrides ``sampling.max_new_tokens`` for this request."""
+        """A request for ``role``'s prompt with ``fields`` filled in, sampled as ``sampling``
+        says; a role prompt with a ``prefill`` starts the reply (``completion.reply`` is
+        prefill + what the model wrote). ``stop``: stop strings the loop's format needs."""
         sampling = self.sampling(role, greedy, stop)
-        if max_new_tokens is not None:
-            sampling = dataclasses.replace(sampling, max_new_tokens=max_new_tokens)
         adapter = self.config.roles[role].adapter_name(role)
         return prompt_request(self.prompts[role], role, adapter, sampling, **fields)
 
     def sampling(
         self, role: str, greedy: bool = False, stop: tuple[str, ...] = ()
     ) -> SamplingParams:
-        """The sampling of ``role``'s requests: its temperature (0 when ``greedy``), the
-        config's top-p and token budget, and a seed from the loop's random stream."""
+        """The sampling of ``role``'s requests, the one place a role's generation settings
+        apply: its temperature (0 when ``greedy``), the config's top-p, its token budget
+        (``roles.<role>.max_tokens``, else ``sampling.max_new_tokens``), the loop's ``stop``
+        strings and its own (``roles.<role>.stop``), and a seed from the loop's random
+        stream."""
         spec, base = self.config.roles[role], self.config.sampling
         temperature = (
             0.0
@@ -215,8 +289,8 @@ class Loop(ABC):
         return SamplingParams(
             temperature=temperature,
             top_p=base.top_p,
-            max_new_tokens=base.max_new_tokens,
-            stop=stop,
+            max_new_tokens=spec.max_tokens or base.max_new_tokens,
+            stop=tuple(dict.fromkeys((*stop, *spec.stop))),
             seed=self.rng.randrange(2**31),
         )
 
@@ -259,13 +333,16 @@ def check_roles(loop: Loop) -> None:
     for role in declared:
         if role not in given:
             raise UserError(f"the {loop.name} loop needs a `{role}` role in `roles:`")
-    unplayed = sorted(set(given) - set(declared)) if declared else []
+    known = {**loop.spec.optional_roles, **declared}
+    unplayed = sorted(set(given) - set(known)) if declared else []
     if unplayed:
         raise UserError(
             f"roles.{unplayed[0]}: the {loop.name} loop has no `{unplayed[0]}` role "
-            f"(its roles: {', '.join(sorted(declared))})"
+            f"(its roles: {', '.join(sorted(known))})"
         )
-    for role, filled in declared.items():
+    for role, filled in known.items():
+        if role not in given:
+            continue
         unfilled = sorted(loop.prompts[role].fields() - set(filled))
         if unfilled:
             names = ", ".join("{{ " + name + " }}" for name in unfilled)

@@ -60,7 +60,7 @@ class RlvrSettings(LoopSettings):
 class RlvrLoop(Loop):
     name = "rlvr"
     Settings = RlvrSettings
-    spec = LoopSpec(roles={ROLE: ("question",)}, tasks="tasks (rlvr.tasks)")
+    spec = LoopSpec(roles={ROLE: ("question",)}, tasks="tasks (rlvr.tasks)", reasoner=ROLE)
 
     def __init__(self, config) -> None:
         super().__init__(config)
@@ -115,9 +115,10 @@ class RlvrLoop(Loop):
                 "level": None if math.isnan(task.level) else task.level,
                 "question": task.entry["question"],
                 "gold": str(task.entry["answer"]),
-                **{k: v for k, v in grade.items() if k != "reward"},
+                **{k: v for k, v in grade.items() if k not in ("reward", "correct")},
                 **tool_info,
             },
+            correct=grade["correct"],
         )
 
     # ---------------------------------------------------------------- one step
@@ -125,12 +126,7 @@ class RlvrLoop(Loop):
         """Draw tasks, answer each ``group_size`` times, report the outcomes; a sampler that
         keeps only some groups (DAPO) draws again for the rest."""
         wanted = min(self.settings.prompts_per_step, len(self.pool_tasks))
-        kept: list[Group] = []
-        tasks = self.curriculum.draw(wanted, step)
-        while len(tasks):
-            groups = await self.answer(policy, step, tasks)
-            kept += self.curriculum.report(groups, step)
-            tasks = self.curriculum.redraw(wanted - len(kept), step)
+        kept = await self.curriculum.play(wanted, step, lambda t: self.answer(policy, step, t))
         episodes = [episode for group in kept for episode in group.payload]
         metrics = self.curriculum.metrics(step) | answer_metrics(episodes, self.tool is not None)
         return Collected(episodes, metrics)
@@ -143,25 +139,26 @@ class RlvrLoop(Loop):
             for index in tasks
             for _ in range(size)
         )
-        return groups_of(tasks, episodes, [e.info["correct"] for e in episodes], ROLE)
+        return groups_of(tasks, episodes, [e.correct for e in episodes], ROLE)
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
-        """Greedy accuracy on the evaluation tasks (``eval_split``), overall and per level."""
-        tasks = self.eval_tasks
+        """Greedy accuracy on the evaluation tasks (``eval_split``), overall and per level, and
+        on ``eval_reasoning``'s held-out families when set."""
+        tasks, held_out = self.eval_tasks, await super().evaluate(policy, step)
         if not tasks:
-            return {}
+            return held_out
         episodes = await policy.gather(
             self.episode(policy, i, f"eval-{i}", task, greedy=True) for i, task in enumerate(tasks)
         )
         count = len(tasks)
-        metrics = {
-            "eval/accuracy": sum(e.info["correct"] for e in episodes) / count,
+        metrics = held_out | {
+            "eval/accuracy": sum(e.correct for e in episodes) / count,
             "eval/boxed_rate": sum(e.info["boxed"] for e in episodes) / count,
         }
         if any(not math.isnan(t.level) for t in tasks):
             arms: dict[str, list[bool]] = {}
             for task, episode in zip(tasks, episodes, strict=True):
-                arms.setdefault(task.task_id.split("#")[0], []).append(episode.info["correct"])
+                arms.setdefault(task.task_id.split("#")[0], []).append(episode.correct)
             for arm, results in sorted(arms.items()):
                 metrics[f"eval/accuracy/{arm}"] = sum(results) / len(results)
         return metrics
@@ -171,7 +168,7 @@ def answer_metrics(episodes: list[Episode], tool: bool) -> dict[str, float]:
     """Accuracy, boxed and answered rates of a step's answers; tool use when the tool is on."""
     n = max(len(episodes), 1)
     metrics = {
-        "rollout/accuracy": sum(e.info["correct"] for e in episodes) / n,
+        "rollout/accuracy": sum(e.correct for e in episodes) / n,
         "rollout/boxed_rate": sum(e.info["boxed"] for e in episodes) / n,
         "rollout/answered_rate": sum(e.info["answer"] is not None for e in episodes) / n,
     }

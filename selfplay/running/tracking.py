@@ -21,10 +21,12 @@ console = Console(stderr=True)
 def episode_record(episode: Episode, step: int, tokenizer=None) -> dict:
     record = dataclasses.asdict(episode)
     record["step"] = step
-    # p̂ is a typed field (ADPO reads it); on disk it stays where docs/run-folder.md puts it
-    pass_rate = record.pop("pass_rate")
-    if pass_rate is not None:
-        record["info"]["pass_rate"] = pass_rate
+    # p̂ and `correct` are typed fields (ADPO, the run page read them); on disk they stay
+    # where docs/run-folder.md puts them
+    for key in ("pass_rate", "correct"):
+        value = record.pop(key)
+        if value is not None:
+            record["info"][key] = value
     for turn in record["turns"]:
         if tokenizer is not None and not turn.get("prompt_text"):
             turn["prompt_text"] = tokenizer.decode(turn["prompt_ids"])

@@ -4,11 +4,12 @@
 One episode is one game. Each seat is an agent (``player_0``, ``player_1``; both the policy by
 default, as SPIRAL's self-play) and every move is one single-turn run of the seat's agent on
 SPIRAL's own prompt (``roles/prompts/player.yaml``: the observation, the seat, a placeholder
-example), so every move is one trace, as every move is one training sample in SPIRAL. The move
-is the reply's last ``\\boxed{...}``, matched against the legal moves when the game lists them;
-the first invalid or unparseable move ends the game. Each trace of seat p carries the seat's
-reward ``game_reward``: the outcome (+1/−1/0) or the payoff, and −1.5 for the offender, +0.5
-for the other seat after an invalid move (SPIRAL's training shaping). prime-rl's per-seat
+example), so every move is one trace, as every move is one training sample in SPIRAL. Moves
+and rewards follow SPIRAL's rules, the loop's own (``selfplay/loops/spiral/rules.py``): the
+move is the reply's last ``\\boxed{...}``, matched against the legal moves when the game lists
+them; the first invalid or unparseable move ends the game. Each trace of seat p carries the
+seat's reward ``game_reward``: the outcome (+1/−1/0) or the payoff, and −1.5 for the offender,
++0.5 for the other seat after an invalid move (SPIRAL's training shaping). prime-rl's per-seat
 baseline is its own business; the seat is on every trace as its agent's name.
 """
 
@@ -24,8 +25,9 @@ import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 import games
-from games import RandomOpponent, extract_action, match_legal
+from games import RandomOpponent
 from roles import load_role
+from selfplay.loops.spiral.rules import play_move, training_rewards
 from selfplay.verifiers_envs.harness import LOCAL, ReplyHarness
 
 SEATS = ("player_0", "player_1")
@@ -88,32 +90,12 @@ class Played:
     moves: int = 0
 
 
-def move(game: games.Game, seat: int, reply: str, lenient: bool) -> str | None:
-    """Play ``reply`` for ``seat`` as SPIRAL does; the reason it was refused, or None."""
-    action = extract_action(reply, lenient=lenient)
-    if action is None:
-        return "no \\boxed{} action"
-    legal = game.legal_actions(seat)
-    result = game.step(match_legal(action, legal) or action if legal else action)
-    return None if result.valid else (result.reason or "invalid move")
-
-
 def move_task(game: games.Game, seat: int) -> vf.Task:
     """SPIRAL's prompt for this seat now: a fresh single-turn task (the full observation)."""
     system, user = load_role("player").render(
         observation=game.observation(seat), player=seat, example=games.example_action(game, seat)
     )
     return vf.Task(vf.TaskData(prompt=user["content"], system_prompt=system["content"]))
-
-
-def rewards(game: games.Game, played: Played, config: GameEnvConfig) -> dict[int, float]:
-    """The seats' training rewards (SPIRAL's: the invalid-move shaping, else outcome/payoff)."""
-    if played.invalid_by is not None:
-        offender = played.invalid_by
-        return {offender: config.invalid_penalty, 1 - offender: config.invalid_opponent_reward}
-    if config.reward == "payoff":
-        return {seat: float(game.info["returns"][seat]) for seat in (0, 1)}
-    return game.outcome()
 
 
 class GameEnv(vf.Env[GameEnvConfig]):
@@ -132,7 +114,9 @@ class GameEnv(vf.Env[GameEnvConfig]):
                 await self.play_turn(game, agents, played, rng)
                 if played.invalid_by is not None:
                     break
-            scores = rewards(game, played, self.config)
+            c = self.config
+            scores = training_rewards(game, played.invalid_by, c.reward, c.invalid_penalty,
+                                      c.invalid_opponent_reward)
         for seat, traces in played.traces.items():
             for trace in traces:
                 trace.record_reward("game_reward", scores[seat])
@@ -147,10 +131,10 @@ class GameEnv(vf.Env[GameEnvConfig]):
             return
         trace = await getattr(agents, SEATS[seat]).run(move_task(game, seat))
         played.traces[seat].append(trace)
-        reason = move(game, seat, trace.last_reply, self.config.lenient)
-        if reason is not None:
-            played.invalid_by, played.reason = seat, reason
-            trace.info["invalid_reason"] = reason
+        refused = play_move(game, seat, trace.last_reply, self.config.lenient)
+        if refused is not None:
+            played.invalid_by = seat
+            played.reason = trace.info["invalid_reason"] = refused or "invalid move"
 
     @staticmethod
     def metrics(game: games.Game, played: Played, seat: int) -> dict[str, float]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Literal
 
 import verifiers.v1 as vf
@@ -66,12 +65,11 @@ def read_documents(config: SpiceTasksetConfig) -> list[tuple[str, str]]:
         if not all(text.strip() for _, text in documents):
             raise UserError(f"{config.documents_file}: every row needs a non-empty `text`")
         return documents
-    from selfplay.loops.spice.documents import load_documents
+    from corpora.documents import load_documents
+    from selfplay.engines.models import tokenizer_for
 
-    settings = SimpleNamespace(
-        grounded=True, corpus=config.corpus, corpus_cache=config.corpus_cache
-    )
-    return [(chunk.id, chunk.text) for chunk in load_documents(settings)]
+    chunks = load_documents(config.corpus, config.corpus_cache, tokenizer_for)
+    return [(chunk.id, chunk.text) for chunk in chunks]
 
 
 class SpiceTaskset(vf.Taskset[SpiceTask, SpiceTasksetConfig]):

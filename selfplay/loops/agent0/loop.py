@@ -6,10 +6,10 @@ the same batches. Training steps map to (iteration, phase): each iteration runs
 ``curriculum_steps`` curriculum steps, then ``executor_steps`` executor steps.
 
 1. **Curriculum phase**: the ``curriculum`` role proposes tasks; the frozen executor answers
-   each one k times with the Python tool; the task kind (``kinds.py``) turns those answers into
-   p̂ (and, for ``qa``, a majority pseudo-label); the curriculum role trains with GRPO on the
-   composite reward of ``curricula/rewards.py`` (paper or code form). Only curriculum turns
-   carry rewards, so the executor's weights never change in this phase.
+   each one k = ``solver_samples`` times with the Python tool; the task kind (``kinds.py``)
+   turns those answers into p̂ (``qa``: with a majority pseudo-label); the curriculum role
+   trains with GRPO on the composite reward of ``curricula/rewards.py`` (paper or code form);
+   only its turns carry rewards, so the executor's weights never change in this phase.
 2. **Executor phase**: at its first step the frozen curriculum role generates a task pool, each
    task scored like above (all tasks' samples and the probe set's in the same engine waves); the
    band filter keeps the tasks the executor can learn from; the pool is written to
@@ -17,9 +17,8 @@ the same batches. Training steps map to (iteration, phase): each iteration runs
    trains the executor on a few pool tasks, drawn by the curriculum sampler, with ADPO: p̂ goes
    into ``episode.pass_rate``, which sets each sample's advantage scale and ε_high.
 
-Every generated task is a row of ``tasks.jsonl`` (schema: docs/run-folder.md); the metrics and
-records live in ``records.py``, the reward forms in ``rewards.py``. With ``executor_tool: false``
-and R-Zero's reward forms this loop is R-Zero (docs/rzero.md).
+Every generated task is a row of ``tasks.jsonl``; metrics and records: ``records.py``, reward
+forms: ``rewards.py``. With ``executor_tool: false`` and R-Zero's forms: R-Zero (docs/rzero.md).
 """
 
 from __future__ import annotations
@@ -30,17 +29,17 @@ from typing import Any
 
 import selfplay.loops.agent0.records as records
 import selfplay.loops.agent0.rewards as forms
-from curricula.answers import extract_answer, grade_answer
-from curricula.consistency import consensus, in_band_code, in_band_paper
+from curricula.answers import extract_answer
 from curricula.curriculum import Curriculum, Group, groups_of
 from curricula.proposals import Proposal
-from curricula.rewards import bleu_clusters, cluster_shares, resolve_reward
+from curricula.rewards import bleu_clusters, cluster_shares
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.engines.tools import ToolSandbox
 from selfplay.loops.agent0.kinds import CodeIoTasks, QaTasks, ScoredTask, Solve
 from selfplay.loops.agent0.settings import Agent0Settings
 from selfplay.loops.base import Loop, LoopSpec
+from selfplay.loops.propose import grouped, proposer_reward
 from selfplay.loops.reasoning import build_tasks
 from selfplay.types import Collected, Episode, TaskRow
 
@@ -54,6 +53,7 @@ class Agent0Loop(Loop):
         roles={CURRICULUM: (), EXECUTOR: ("question",)},
         pass_rates=True,  # executor episodes carry their task's p̂ (ADPO)
         fixed_tasks=False,  # every iteration adds its pool's tasks
+        reasoner=EXECUTOR,  # eval_reasoning: the executor answers (without its tool)
     )
 
     def __init__(self, config) -> None:
@@ -65,7 +65,7 @@ class Agent0Loop(Loop):
         if config.rollout.mode != "sync":
             raise UserError("agent0 runs its phases in order: rollout.mode must be sync")
         default = "uncertainty" if s.reward_form == "paper" else "uncertainty_code"
-        self.proposer_reward = resolve_reward(s.proposer_reward or default)
+        self.proposer_reward = proposer_reward(s.proposer_reward or default)
         self.probe = build_tasks(s.probe, s.probe_size, config.seed + 7919)[: s.probe_size]
         self.tool = ToolSandbox(s.tool)
         self.kinds = {"qa": QaTasks(s.verify_timeout_s),
@@ -91,7 +91,7 @@ class Agent0Loop(Loop):
         the tasks posed once all are checked, in proposal order (checks end in any order)."""
 
         async def propose() -> tuple:
-            request = self.request(CURRICULUM, max_new_tokens=self.settings.curriculum_max_tokens)
+            request = self.request(CURRICULUM)
             completion = await policy(request)
             task = await self.kind.task(policy, completion.reply)
             return self.turn(request, completion, policy), task
@@ -103,8 +103,7 @@ class Agent0Loop(Loop):
         """One executor rollout (with the Python tool unless ``executor_tool`` is off), judged
         by the task's kind."""
         s = self.settings
-        request = self.request(EXECUTOR, max_new_tokens=s.executor_max_tokens,
-                               question=proposal.question)
+        request = self.request(EXECUTOR, question=proposal.question)
         if s.executor_tool:
             rollout = await self.tool.rollout(policy, request)
             turn, calls = rollout.turn, rollout.tool_calls
@@ -120,25 +119,19 @@ class Agent0Loop(Loop):
     ) -> tuple[list[ScoredTask], list]:
         """k executor samples of every valid proposal (and any ``extra`` coroutines) in one
         gather, so the engine sees them in the same waves; then p̂ and labels per task."""
-        k = self.settings.samples_per_task
+        k = self.settings.solver_samples
         valid = [p for p in proposals if p.valid]
         coroutines = [self.solve(policy, p) for p in valid for _ in range(k)]
         results = await policy.gather([*coroutines, *extra])
         solves, extra_results = results[: len(coroutines)], results[len(coroutines) :]
-        scored = {id(p): self.kinds[p.kind].score(p, solves[i * k : (i + 1) * k])
-                  for i, p in enumerate(valid)}
+        scored = {id(p): self.kinds[p.kind].score(p, group)
+                  for p, group in zip(valid, grouped(solves, k), strict=True)}
         return [scored.get(id(p), ScoredTask(p)) for p in proposals], extra_results
 
     # ---------------------------------------------------------------- rewards
     def curriculum_rewards(self, tasks: list[ScoredTask]) -> tuple[list[float], list[float]]:
         """(reward, repetition penalty) per proposal (``rewards.py``: the settings' form)."""
         return forms.curriculum_rewards(self.settings, tasks, self.proposer_reward)
-
-    def in_band(self, p_hat: float) -> bool:
-        s = self.settings
-        if s.band == "paper":
-            return in_band_paper(p_hat, s.band_delta)
-        return in_band_code(p_hat, s.band_lo, s.band_hi)
 
     # ---------------------------------------------------------------- one step
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
@@ -163,18 +156,14 @@ class Agent0Loop(Loop):
         ):
             task_id = f"s{step}-c{index}"
             info = records.task_info(task, step, iteration, CURRICULUM, task_id)
-            episodes.append(Episode(
-                loop=self.name,
-                env=f"agent0-{s.task_kind}",
-                turns=[turn, *(solve.turn for solve in task.solves)],
-                rewards={CURRICULUM: reward},  # executor turns: context, never trained here
-                group_id=f"s{step}-g{index // s.proposal_group_size}",
-                info=info | {"repetition": penalty, "reward": reward},
-            ))
+            episodes.append(Episode(  # the executor turns: context, never trained here
+                self.name, f"agent0-{s.task_kind}", [turn, *(t.turn for t in task.solves)],
+                {CURRICULUM: reward}, f"s{step}-g{index // s.proposal_group_size}",
+                info | {"repetition": penalty, "reward": reward}))
             rows.append(self.row(task, step, iteration, CURRICULUM, task_id, reward, None))
         qa = s.task_kind == "qa"
-        metrics = records.curriculum_metrics(episodes, self.in_band, qa) if episodes else {}
-        return Collected(episodes, metrics, rows)
+        return Collected(episodes, records.curriculum_metrics(episodes, s.in_band, qa)
+                         if episodes else {}, rows)
 
     async def executor_step(self, policy: BatchingPolicy, step: int, iteration: int) -> Collected:
         """The iteration's pool (built at its first executor step); then tasks drawn from it by
@@ -186,12 +175,9 @@ class Agent0Loop(Loop):
         wanted = min(self.settings.executor_tasks_per_step, len(self.pool["tasks"]))
         current = set(self.pool["indices"])
         earlier = [i for i in range(len(self.curriculum.buffer)) if i not in current]
-        kept: list[Group] = []
-        tasks = self.curriculum.draw(wanted, step, exclude=earlier)  # this iteration's pool only
-        while len(tasks):
-            groups = await self.executor_groups(policy, step, iteration, tasks)
-            kept += self.curriculum.report(groups, step)
-            tasks = self.curriculum.redraw(wanted - len(kept), step)
+        kept = await self.curriculum.play(  # this iteration's pool only
+            wanted, step, lambda tasks: self.executor_groups(policy, step, iteration, tasks),
+            exclude=earlier)
         episodes = [episode for group in kept for episode in group.payload]
         metrics = built.metrics | self.curriculum.metrics(step)
         if episodes:
@@ -213,24 +199,15 @@ class Agent0Loop(Loop):
             task = chosen[index // size]
             correct = self.kinds[task["proposal"]["kind"]].correct(task, solve)
             episodes.append(Episode(
-                loop=self.name,
-                env=f"agent0-{self.settings.task_kind}",
-                turns=[solve.turn],
-                rewards={EXECUTOR: forms.executor_reward(self.settings, correct, solve.text)},
-                group_id=f"s{step}-{task['task_id']}",
+                self.name, f"agent0-{self.settings.task_kind}", [solve.turn],
+                {EXECUTOR: forms.executor_reward(self.settings, correct, solve.text)},
+                f"s{step}-{task['task_id']}",
+                {"step": step, "iteration": iteration, "phase": EXECUTOR,
+                 "task_id": task["task_id"], "pseudo_label": task["pseudo_label"],
+                 "answer": solve.answer, "tool_calls": solve.tool_calls},
                 pass_rate=task["p_hat"],  # ADPO: scale and ε_high from p̂
-                info={
-                    "step": step,
-                    "iteration": iteration,
-                    "phase": EXECUTOR,
-                    "task_id": task["task_id"],
-                    "pseudo_label": task["pseudo_label"],
-                    "answer": solve.answer,
-                    "correct": correct,
-                    "tool_calls": solve.tool_calls,
-                },
-            ))
-        return groups_of(indices, episodes, [e.info["correct"] for e in episodes], EXECUTOR)
+                correct=correct))
+        return groups_of(indices, episodes, [e.correct for e in episodes], EXECUTOR)
 
     # ---------------------------------------------------------------- the task pool
     async def build_pool(self, policy: BatchingPolicy, step: int, iteration: int) -> Collected:
@@ -249,7 +226,7 @@ class Agent0Loop(Loop):
         pool_file, rows, kept = [], [], []
         for index, task in enumerate(tasks):
             task_id = f"it{iteration}-p{index}"
-            keep = task.proposal.valid and task.label is not None and self.in_band(task.p_hat)
+            keep = task.proposal.valid and task.label is not None and s.in_band(task.p_hat)
             row = self.row(task, step, iteration, EXECUTOR, task_id, None, keep)
             repetition = next(shares) if task.proposal.valid else None
             pool_file.append(records.pool_record(row, repetition))
@@ -259,9 +236,9 @@ class Agent0Loop(Loop):
                              "proposal": dataclasses.asdict(task.proposal)})
         indices = self.add_to_curriculum(kept, step)
         self.pool = {"iteration": iteration, "tasks": kept, "indices": indices}
-        metrics = records.pool_metrics(
-            tasks, kept, pool_file, len(self.probe), scored_seconds, s.task_kind == "qa"
-        ) | {"pool/seconds": time.perf_counter() - start}
+        metrics = records.pool_metrics(tasks, kept, pool_file, len(self.probe), scored_seconds,
+                                       s.task_kind == "qa")
+        metrics["agent0/pool/seconds"] = time.perf_counter() - start
         if probe_solves:
             metrics |= self.probe_metrics(probe_solves)
         return Collected([], metrics, rows, {f"pools/iter-{iteration}.jsonl": pool_file})
@@ -270,7 +247,7 @@ class Agent0Loop(Loop):
         """Every kept pool task becomes a curriculum task (family = task kind / answer type,
         difficulty = 1 − p̂), its pool estimate (k executor samples) recorded as its first
         group, so that band / learnability / plr see the pool's p̂ from the first draw."""
-        samples = self.settings.samples_per_task
+        samples = self.settings.solver_samples
         indices = []
         for task in kept:
             proposal, p_hat = task["proposal"], task["p_hat"]
@@ -284,38 +261,33 @@ class Agent0Loop(Loop):
         return indices
 
     def row(self, task: ScoredTask, step, iteration, phase, task_id, reward, kept) -> TaskRow:
-        return records.task_row(
-            task, step, iteration, phase, task_id, self.settings.task_kind, reward, kept
-        )
+        return records.task_row(task, step, iteration, phase, task_id, self.settings.task_kind,
+                                reward, kept)
 
     # ---------------------------------------------------------------- the probe set
     def probe_coroutines(self, policy: BatchingPolicy) -> list:
         """k executor rollouts per probe task, flat (one gather, shared engine waves)."""
-        k = self.settings.samples_per_task
+        k = self.settings.solver_samples
         questions = [Proposal("", True, "qa", t.entry["question"], str(t.entry["answer"]))
                      for t in self.probe]
         return [self.solve(policy, question) for question in questions for _ in range(k)]
 
     def probe_metrics(self, solves: list[Solve]) -> dict[str, float]:
         """Pseudo-label accuracy: the executor's consensus on each probe item vs its gold."""
-        k, labels = self.settings.samples_per_task, []
-        for index, task in enumerate(self.probe):
-            answers = [s.answer for s in solves[index * k : (index + 1) * k]]
-            vote = consensus(answers, timeout_s=self.settings.verify_timeout_s)
-            label = vote.label
-            correct = label is not None and grade_answer(
-                f"\\boxed{{{label}}}", task.entry, task.dataset
-            )["correct"]
-            labels.append((ScoredTask(Proposal("", True), p_hat=vote.p_hat), correct))
-        return records.probe_metrics(labels)
+        s = self.settings
+        return records.probe_metrics(self.probe, grouped(solves, s.solver_samples),
+                                     s.verify_timeout_s)
 
     async def evaluate(self, policy: BatchingPolicy, step: int) -> dict[str, float]:
         """Pseudo-label accuracy on the probe set (before training it is measured with the
-        first pool; here at ``eval_every`` steps and at the end)."""
+        first pool; here at ``eval_every`` steps and at the end), and the held-out reasoning
+        accuracy of ``eval_reasoning`` when set."""
+        metrics = await super().evaluate(policy, step)
         if not self.probe or step == 0:
-            return {}
+            return metrics
         results = await policy.gather(self.probe_coroutines(policy))
-        return {f"eval/{k.split('/', 1)[1]}": v for k, v in self.probe_metrics(results).items()}
+        return metrics | {f"eval/{k.rsplit('/', 1)[1]}": v
+                          for k, v in self.probe_metrics(results).items()}
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> dict:

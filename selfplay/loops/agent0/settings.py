@@ -7,8 +7,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from curricula.consistency import in_band_code, in_band_paper
 from selfplay.engines.tools import ToolSettings
 from selfplay.loops.base import LoopSettings
+from selfplay.loops.propose import RewardName
 from selfplay.loops.reasoning import TaskSpec
 
 
@@ -18,18 +20,21 @@ class Agent0Settings(LoopSettings):
     Steps map to (iteration, phase): each iteration is ``curriculum_steps`` curriculum steps
     then ``executor_steps`` executor steps (train.steps = iterations × their sum)."""
 
+    renamed = {"curriculum_max_tokens": "roles.curriculum.max_tokens",
+               "executor_max_tokens": "roles.executor.max_tokens",
+               "samples_per_task": "agent0.solver_samples"}
+
     task_kind: Literal["qa", "code_io"] = "qa"  # code_io: program + input, verified by running it
     curriculum_steps: int = Field(5, ge=1)
     executor_steps: int = Field(5, ge=1)
-    samples_per_task: int = Field(8, ge=2)  # k executor samples for p̂ and the pseudo-label
+    solver_samples: int = Field(8, ge=2)  # k executor samples for p̂ and the pseudo-label
     # curriculum phase: GRPO groups of proposals from the curriculum prompt
     proposal_groups: int = Field(1, ge=1)
     proposal_group_size: int = Field(8, ge=2)
-    curriculum_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
     # the composite curriculum reward (curricula/rewards.py)
     # paper / released Agent0 code / released R-Zero code (docs/rzero.md)
     reward_form: Literal["paper", "code", "rzero"] = "paper"
-    proposer_reward: str | None = None  # p̂ → reward by name; None: the form's uncertainty
+    proposer_reward: RewardName | None = None  # p̂ → reward by name; None: the form's own
     lambda_unc: float = Field(1.0, ge=0)
     lambda_tool: float = Field(1.0, ge=0)
     tool_gamma: float = Field(0.05, ge=0)
@@ -50,7 +55,6 @@ class Agent0Settings(LoopSettings):
     executor_format_weight: float = Field(0.1, ge=0, le=1)  # w of executor_reward: format
     executor_tool: bool = True  # False: plain generations, no Python tool (R-Zero)
     lenient_answers: bool = True  # an executor reply with no \boxed{} answers its last number
-    executor_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
     verify_timeout_s: float = Field(5.0, gt=0)  # math-verify, per comparison
     code_io_modes: list[Literal["deduction", "abduction"]] = ["deduction", "abduction"]
     tool: ToolSettings = ToolSettings()
@@ -60,6 +64,12 @@ class Agent0Settings(LoopSettings):
 
     def tool_settings(self) -> ToolSettings | None:
         return self.tool if self.executor_tool else None
+
+    def in_band(self, p_hat: float) -> bool:
+        """Whether a task of this p̂ is one the executor can learn from (the pool's filter)."""
+        if self.band == "paper":
+            return in_band_paper(p_hat, self.band_delta)
+        return in_band_code(p_hat, self.band_lo, self.band_hi)
 
     @model_validator(mode="after")
     def _band_ordered(self) -> Agent0Settings:

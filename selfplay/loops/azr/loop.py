@@ -12,9 +12,10 @@ for mode ∈ {deduction, abduction, induction}. Each step:
    given a program from those buffers and writes inputs and a message. The sandbox checks each
    (``tasks.Checker``: parse, one function renamed ``f``, the ban list, ``f(i)`` twice in one
    process with equal results, within the time limit).
-3. **Learnability**: ``learnability_samples`` fresh solver samples of every valid task give
-   r̄; the proposer's reward is 1 − r̄ for 0 < r̄ < 1 (``curricula/azr_rewards.py``). Valid tasks
-   join their mode's buffer (newest last, ``buffer_cap`` kept).
+3. **Learnability**: ``solver_samples`` fresh solver samples of every valid task give p̂ = r̄;
+   the proposer's reward is 1 − r̄ for 0 < r̄ < 1 (``learnability`` of ``curricula/rewards.py``;
+   ``curricula/azr_rewards.py``). Valid tasks join their mode's buffer (newest last,
+   ``buffer_cap`` kept).
 4. **Solve**: ``solves_per_mode`` tasks per mode, newest first; reward 1 / −0.5 / −1.
 5. **TRR++** (``samples``): one baseline per (mode, role), six in all (``selfplay/rl/trr.py``).
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 from curricula.azr_rewards import proposer_reward, solver_reward
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops.azr.records import Proposal, proposal_metrics, solve_metrics
+from selfplay.loops.azr.records import Proposed, proposal_figures, solve_metrics
 from selfplay.loops.azr.settings import MODES, AzrSettings
 from selfplay.loops.azr.tasks import (
     ABDUCTION,
@@ -40,6 +41,7 @@ from selfplay.loops.azr.tasks import (
     seed_task,
 )
 from selfplay.loops.base import Loop, LoopSpec
+from selfplay.loops.propose import grouped
 from selfplay.rl.trr import trr_samples
 from selfplay.types import Collected, Episode, Request, Sample, Turn
 
@@ -49,21 +51,17 @@ SOLVE_FIELDS = {DEDUCTION: ("program", "input"), ABDUCTION: ("program", "output"
                 INDUCTION: ("message", "pairs")}
 
 
-def propose_role(mode: str) -> str:
-    return f"propose_{mode}"
-
-
-def solve_role(mode: str) -> str:
-    return f"solve_{mode}"
+PROPOSE = {mode: f"propose_{mode}" for mode in MODES}  # each mode's two roles
+SOLVE = {mode: f"solve_{mode}" for mode in MODES}
 
 
 class AzrLoop(Loop):
     name = "azr"
     Settings = AzrSettings
     spec = LoopSpec(
-        roles={**{propose_role(m): PROPOSE_FIELDS[m] for m in MODES},
-               **{solve_role(m): SOLVE_FIELDS[m] for m in MODES}},
-        tasks="programs",
+        roles={**{PROPOSE[m]: PROPOSE_FIELDS[m] for m in MODES},
+               **{SOLVE[m]: SOLVE_FIELDS[m] for m in MODES}},
+        estimator="own", tasks="programs",
         fixed_tasks=False,  # the buffers grow with the run
     )
 
@@ -83,18 +81,15 @@ class AzrLoop(Loop):
     def close(self) -> None:
         self.checker.close()
 
-    def samples(self, episodes: list[Episode]) -> list[Sample]:
-        """TRR++ per (mode, role) in the form of ``azr.reward_form``; another
-        ``advantage.estimator`` named in the config replaces it (an ablation)."""
-        if self.config.advantage.estimator != "auto":
-            return super().samples(episodes)
+    def own_samples(self, episodes: list[Episode]) -> list[Sample]:
+        """TRR++ per (mode, role) in the form of ``azr.reward_form``."""
         return trr_samples(episodes, self.settings.reward_form)
 
     # ---------------------------------------------------------------- proposing
     def propose_request(self, mode: str) -> tuple[Request, Task | None]:
         """A proposer's prompt: K references (deduction, abduction) or a program to find
         inputs for (induction), drawn from the buffers by the loop's random stream."""
-        s, role = self.settings, propose_role(mode)
+        s, role = self.settings, PROPOSE[mode]
         if mode == INDUCTION:
             programs = self.buffers.programs()
             source = programs[self.rng.randrange(len(programs))]
@@ -103,10 +98,10 @@ class AzrLoop(Loop):
             source = None
             shown = self.buffers.sample(mode, s.references, self.rng)
             fields = {"references": "\n\n".join(t.reference() for t in shown)}
-        return self.request(role, max_new_tokens=s.propose_max_tokens, **fields), source
+        return self.request(role, **fields), source
 
     async def proposals(self, policy: BatchingPolicy, step: int, counts: dict[str, int],
-                        phase: str) -> list[Proposal]:
+                        phase: str) -> list[Proposed]:
         """``counts[mode]`` proposals per mode in one engine wave, each checked in the sandbox."""
         asked = [(mode, *self.propose_request(mode))
                  for mode in MODES for _ in range(counts.get(mode, 0))]
@@ -117,14 +112,16 @@ class AzrLoop(Loop):
         made = []
         for index, ((mode, request, source), completion, proposed) in enumerate(
                 zip(asked, completions, checked, strict=True)):
-            task_id = f"s{step}-{phase}-{mode}-{index}"
-            if proposed.task is not None:
-                proposed.task.task_id = task_id
-            turn = self.turn(request, completion, policy)
-            made.append(Proposal(mode, task_id, phase, turn, proposed, source))
+            task_id, task = f"s{step}-{phase}-{mode}-{index}", proposed.task
+            if task is not None:
+                task.task_id = task_id
+            made.append(Proposed(task_id=task_id, turn=self.turn(request, completion, policy),
+                                 question=task.question() if task else None, reason=proposed.why,
+                                 answer=task.gold() if task else None, mode=mode, phase=phase,
+                                 checked=proposed, source=source))
         return made
 
-    async def seed(self, policy: BatchingPolicy, step: int) -> list[Proposal]:
+    async def seed(self, policy: BatchingPolicy, step: int) -> list[Proposed]:
         """Before the first step: proposals from the seed triplet, kept when valid (never
         trained on), until every buffer holds ``seed_size`` tasks or the rounds run out."""
         s, made = self.settings, []
@@ -137,7 +134,7 @@ class AzrLoop(Loop):
             for proposal in found:
                 proposal.phase = "seed"
                 if proposal.valid:
-                    self.buffers.add(proposal.proposed.task)
+                    self.buffers.add(proposal.checked.task)
             made += found
         self.seeded = True
         return made
@@ -151,8 +148,7 @@ class AzrLoop(Loop):
 
     async def answers(self, policy: BatchingPolicy, tasks: list[Task]) -> list[tuple[Turn, Judged]]:
         """One solver sample of each task, in one engine wave."""
-        requests = [self.request(solve_role(t.mode), max_new_tokens=self.settings.solve_max_tokens,
-                                 **t.fields()) for t in tasks]
+        requests = [self.request(SOLVE[t.mode], **t.fields()) for t in tasks]
         return await policy.gather(self.answer(policy, r, t)
                                    for r, t in zip(requests, tasks, strict=True))
 
@@ -163,16 +159,15 @@ class AzrLoop(Loop):
         proposals = await self.proposals(
             policy, step, dict.fromkeys(MODES, s.proposals_per_mode), "propose")
         valid = [p for p in proposals if p.valid]
-        fresh = await self.answers(  # r̄: n fresh samples per valid task, not trained on
-            policy, [p.proposed.task for p in valid for _ in range(s.learnability_samples)])
-        n = s.learnability_samples
-        for index, proposal in enumerate(valid):
-            proposal.solves = fresh[index * n:(index + 1) * n]
+        fresh = await self.answers(  # p̂ = r̄: n fresh samples per valid task, not trained on
+            policy, [p.checked.task for p in valid for _ in range(s.solver_samples)])
+        for proposal, group in zip(valid, grouped(fresh, s.solver_samples), strict=True):
+            proposal.judged(group)
         for proposal in proposals:
             proposal.reward = proposer_reward(
-                proposal.proposed.outcome, proposal.solve_rate, s.reward_form)
+                proposal.checked.outcome, proposal.p_hat, s.reward_form)
             if proposal.valid:
-                self.buffers.add(proposal.proposed.task)
+                self.buffers.add(proposal.checked.task)
         tasks = [t for mode in MODES for t in self.buffers.newest(mode, s.solves_per_mode)]
         solved = await self.answers(policy, tasks)
         episodes = [self.proposer_episode(step, p) for p in proposals]
@@ -181,29 +176,29 @@ class AzrLoop(Loop):
             reward = solver_reward(judged.outcome)
             scored.append((task, judged, reward))
             episodes.append(self.solver_episode(step, task, turn, judged, reward))
-        metrics = (proposal_metrics(proposals, "azr") | proposal_metrics(seeded, "azr/seed")
+        metrics = (proposal_figures(proposals, "azr") | proposal_figures(seeded, "azr/seed")
                    | solve_metrics(scored)
                    | {f"azr/{m}/buffer_size": float(n) for m, n in self.buffers.sizes().items()})
-        return Collected(episodes, metrics, [p.row(step) for p in seeded + proposals])
+        return Collected(episodes, metrics, [p.task_row(step) for p in seeded + proposals])
 
-    def proposer_episode(self, step: int, proposal: Proposal) -> Episode:
+    def proposer_episode(self, step: int, proposal: Proposed) -> Episode:
         """The proposer's turn (trained) and the fresh solver turns that measured r̄ (context
         only: they carry no reward)."""
         return Episode(
             loop=self.name, env=proposal.mode,
             turns=[proposal.turn, *(turn for turn, _ in proposal.solves)],
-            rewards={propose_role(proposal.mode): proposal.reward},
+            rewards={PROPOSE[proposal.mode]: proposal.reward},
             group_id=f"s{step}-{proposal.mode}-propose", info=proposal.info(step),
         )
 
     def solver_episode(self, step: int, task: Task, turn: Turn, judged: Judged,
                        reward: float) -> Episode:
         return Episode(
-            loop=self.name, env=task.mode, turns=[turn], rewards={solve_role(task.mode): reward},
+            loop=self.name, env=task.mode, turns=[turn], rewards={SOLVE[task.mode]: reward},
             group_id=f"s{step}-{task.mode}-solve",
             info={"step": step, "mode": task.mode, "task_id": task.task_id,
-                  "answer": judged.answer, "outcome": judged.outcome,
-                  "correct": judged.outcome == "passed"},
+                  "answer": judged.answer, "outcome": judged.outcome},
+            correct=judged.outcome == "passed",
         )
 
     # ---------------------------------------------------------------- state

@@ -17,13 +17,17 @@ MODES = ("deduction", "abduction", "induction")
 class AzrSettings(LoopSettings):
     """Absolute Zero: one policy proposes and solves programs in three modes."""
 
+    renamed = {"propose_max_tokens": "roles.propose_<mode>.max_tokens (each mode's role)",
+               "solve_max_tokens": "roles.solve_<mode>.max_tokens (each mode's role)",
+               "learnability_samples": "azr.solver_samples"}
+
     # paper: proposer r = 0 when r̄ ∈ {0, 1}, −0.5 for an invalid task, TRR++ (r − μ)/σ per
     # (mode, role); code: −0.5 when r̄ ∈ {0, 1}, −1 for an invalid task, TRR++ as REINFORCE++
     # whitened over the batch's tokens (docs/algorithms.md#azr)
     reward_form: Literal["paper", "code"] = "paper"
     proposals_per_mode: int = Field(64, ge=1)  # propose prompts per mode per step
     solves_per_mode: int = Field(64, ge=1)  # solve prompts per mode per step (n = 1 each)
-    learnability_samples: int = Field(8, ge=1)  # n fresh solver samples for r̄ of a new task
+    solver_samples: int = Field(8, ge=1)  # n fresh solver samples for p̂ = r̄ of a new task
     references: int = Field(6, ge=0)  # K triplets from the buffer shown to a proposer
     induction_inputs: int = Field(10, ge=2)  # inputs an induction proposal must give
     induction_shown: int = Field(5, ge=1)  # pairs the solver sees; the rest are held out
@@ -33,8 +37,6 @@ class AzrSettings(LoopSettings):
     seed_batch: int | None = Field(None, ge=1)  # proposals per mode per round; None: 4 × per step
     seed_rounds: int = Field(8, ge=0)  # seeding rounds at most (then training starts anyway)
     buffer_cap: int = Field(16384, ge=1)  # tasks kept per mode (the oldest leave first)
-    propose_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    solve_max_tokens: int | None = Field(None, ge=1)
     lenient: bool = False  # answers: also an unclosed <answer> / a bare program (small models)
     require_message: bool = True  # an induction proposal must give a message
     max_output_chars: int = Field(1000, ge=1)  # a longer output's repr makes a task invalid

@@ -103,7 +103,7 @@ class Buffers:
 
 
 @dataclass
-class Proposed:
+class Checked:
     """A proposer reply read and checked: the task, or why not (``outcome`` ``format`` when it
     could not be read, ``wrong`` when it is not a valid task)."""
 
@@ -144,40 +144,40 @@ class Checker:
             policy, programs.run_code(program, inputs, self.s.max_output_chars))
         return (found, why) if found is None or len(found) == len(inputs) else (None, "bad run")
 
-    async def propose(self, policy, mode: str, reply: str, source: Task | None) -> Proposed:
+    async def propose(self, policy, mode: str, reply: str, source: Task | None) -> Checked:
         """A task from a proposer's reply: a program and an input (deduction, abduction), or
         inputs and a message for ``source``'s program (induction)."""
         if mode == INDUCTION:
             return await self._induction(policy, reply, source)
         parsed = programs.parse_program_input(reply)
         if not parsed.ok:
-            return Proposed("format", why=parsed.why, parsed=parsed)
+            return Checked("format", why=parsed.why, parsed=parsed)
         checked = programs.check_program(parsed.program, self.banned)
         why = checked.why or programs.check_arguments(parsed.inputs[0], self.banned)
         if why:
-            return Proposed("wrong", why=why, parsed=parsed)
+            return Checked("wrong", why=why, parsed=parsed)
         found, why = await self.outputs(policy, checked.program, parsed.inputs)
         if found is None or not found[0]["ok"]:
-            return Proposed("wrong", why=why or found[0]["error"], parsed=parsed)
+            return Checked("wrong", why=why or found[0]["error"], parsed=parsed)
         task = Task(mode, checked.program, parsed.inputs, [found[0]["output"]])
-        return Proposed("passed", task, parsed=parsed)
+        return Checked("passed", task, parsed=parsed)
 
-    async def _induction(self, policy, reply: str, source: Task) -> Proposed:
+    async def _induction(self, policy, reply: str, source: Task) -> Checked:
         parsed = programs.parse_inputs_message(reply, self.s.require_message)
         if not parsed.ok:
-            return Proposed("format", why=parsed.why, parsed=parsed)
+            return Checked("format", why=parsed.why, parsed=parsed)
         wanted = self.s.induction_inputs
         inputs = [i for i in parsed.inputs if not programs.check_arguments(i, self.banned)]
         found, why = await self.outputs(policy, source.program, inputs) if inputs else ([], "")
         if found is None:
-            return Proposed("wrong", why=why, parsed=parsed)
+            return Checked("wrong", why=why, parsed=parsed)
         pairs = [(i, r["output"]) for i, r in zip(inputs, found, strict=True) if r["ok"]]
         if len(pairs) < wanted:
-            return Proposed("wrong", why=f"{len(pairs)} of {wanted} inputs run", parsed=parsed)
+            return Checked("wrong", why=f"{len(pairs)} of {wanted} inputs run", parsed=parsed)
         pairs = pairs[:wanted]
         task = Task(INDUCTION, source.program, [i for i, _ in pairs], [o for _, o in pairs],
                     parsed.message, self.s.induction_shown)
-        return Proposed("passed", task, parsed=parsed)
+        return Checked("passed", task, parsed=parsed)
 
     async def judge(self, policy, task: Task, reply: str) -> Judged:
         """A solver's reply to ``task``: format error, wrong, or passed."""

@@ -1,5 +1,4 @@
-"""CURE's config section (``cure:``): the problems, how many programs and tests per problem,
-the execution limits and the unit-test reward's form (docs/cure.md; the loop is ``loop.py``)."""
+"""CURE's config section (``cure:``; docs/cure.md; the loop is ``loop.py``)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,10 @@ from selfplay.loops.base import LoopSettings
 
 
 class CureSettings(LoopSettings):
-    """CURE: one policy writes ``codes`` programs and ``tests`` unit tests per problem; every
-    program runs on every test (ground truth and generated) in the sandbox."""
+    """``codes`` programs and ``tests`` unit tests per problem, every program on every test."""
+
+    renamed = {f"{role}_{key}": f"roles.{role}.{key}" for role in ("coder", "tester")
+               for key in ("max_tokens", "stop")}
 
     # a JSONL file of problems (curricula/unit_tests.py: id, statement, reference, tests);
     # None: the problems shipped with the package (curricula/data/cure_problems.jsonl)
@@ -24,13 +25,8 @@ class CureSettings(LoopSettings):
     codes: int = Field(16, ge=2)  # n programs per problem (the released code's k_code)
     tests: int = Field(16, ge=2)  # m generated unit tests per problem (k_case)
     max_gt_tests: int = Field(8, ge=1)  # t ≤ this many ground-truth tests per problem
-    # the unit-test reward: paper (counts) or code (shares, ±1 when every program is right);
-    # docs/algorithms.md#cure says where they differ
+    # the unit-test reward: paper (counts) or code (shares, ±1 when every program is right)
     reward_form: Literal["paper", "code"] = "paper"
     post_stage: bool = False  # {1 if all wrong programs fail, else 0} / {−1 if any passes}
-    coder_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    tester_max_tokens: int | None = Field(None, ge=1)
-    coder_stop: list[str] = []  # stop strings of the coder's replies (e.g. "```" after a prefill)
-    tester_stop: list[str] = []
     time_limit_s: float = Field(1.0, gt=0)  # per program run (one program on one test)
     pool_size: int = Field(2, ge=1)  # sandbox workers

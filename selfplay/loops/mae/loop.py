@@ -9,8 +9,8 @@ Three roles, by default one set of weights (``adapter: shared``): ``proposer``, 
    reference question drawn from the pool. A reply's question is its last
    ``<question>…</question>``; a reply without one is an invalid proposal (reward 0).
 2. **First wave** (one engine batch): ``judge_samples`` judge replies on every valid question
-   (q); ``difficulty_samples`` fresh solver answers to it (for d; not trained on); one answer
-   to each of ``solves_per_step`` questions drawn from the pool (the solver's batch).
+   (q); ``solver_samples`` fresh solver answers to it (for p̂ and d = 1 − p̂; not trained on);
+   one answer to each of ``solves_per_step`` questions drawn from the pool (the solver's batch).
 3. **Second wave**: ``judge_samples`` judge replies on every answer of the first wave.
 4. **Rewards** (``curricula/mae_rewards.py``): a judge reply's first score s → clip((s−1)/9, 0,
    1), unparsable replies skipped, an item none scored 0.5; solver 0.5·judge + 0.5·format;
@@ -39,7 +39,7 @@ from curricula.mae_rewards import (
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSpec
 from selfplay.loops.mae.pool import DEFAULT_QUESTIONS, Pool, load_questions
-from selfplay.loops.mae.records import Answer, Judged, Proposal, step_metrics
+from selfplay.loops.mae.records import Answer, Judged, Question, step_metrics
 from selfplay.loops.mae.settings import MaeSettings
 from selfplay.rl.trr import trr_samples
 from selfplay.types import Collected, Episode, Request, Sample, Turn
@@ -48,14 +48,14 @@ PROPOSER, SOLVER, JUDGE = "proposer", "solver", "judge"
 ENV = "general"  # MAE's one task type: one TRR++ baseline per role
 
 
+ROLES = {PROPOSER: ("reference",), SOLVER: ("question",), JUDGE: ("question", "answer")}
+
+
 class MaeLoop(Loop):
     name = "mae"
     Settings = MaeSettings
-    spec = LoopSpec(
-        roles={PROPOSER: ("reference",), SOLVER: ("question",), JUDGE: ("question", "answer")},
-        tasks="questions",
-        fixed_tasks=False,  # the pool grows with the run
-    )
+    # TRR++ (own_samples); the pool of questions grows with the run (no fixed tasks)
+    spec = LoopSpec(roles=ROLES, estimator="own", tasks="questions", fixed_tasks=False)
 
     def __init__(self, config) -> None:
         super().__init__(config)
@@ -66,11 +66,8 @@ class MaeLoop(Loop):
     def inputs(self) -> dict[str, Path]:
         return {"mae_questions.jsonl": self.source}
 
-    def samples(self, episodes: list[Episode]) -> list[Sample]:
-        """TRR++ per role in the form of ``mae.reward_form``; another ``advantage.estimator``
-        named in the config replaces it (an ablation)."""
-        if self.config.advantage.estimator != "auto":
-            return super().samples(episodes)
+    def own_samples(self, episodes: list[Episode]) -> list[Sample]:
+        """TRR++ per role in the form of ``mae.reward_form``."""
         return trr_samples(episodes, self.settings.reward_form)
 
     # ---------------------------------------------------------------- requests
@@ -80,18 +77,15 @@ class MaeLoop(Loop):
         s = self.settings
         shown = self.rng.random() < s.include_references
         reference = self.pool.sample(1, self.rng)[0] if shown else ""
-        return self.request(PROPOSER, max_new_tokens=s.propose_max_tokens,
-                            reference=reference), reference
+        return self.request(PROPOSER, reference=reference), reference
 
     def solve_request(self, question: str) -> Request:
-        return self.request(SOLVER, max_new_tokens=self.settings.solve_max_tokens,
-                            question=question)
+        return self.request(SOLVER, question=question)
 
     def judge_requests(self, question: str, answer: str = "") -> list[Request]:
         """``judge_samples`` judge prompts on a question (``answer`` empty) or an answer."""
-        s = self.settings
-        return [self.request(JUDGE, max_new_tokens=s.judge_max_tokens, question=question,
-                             answer=answer) for _ in range(s.judge_samples)]
+        return [self.request(JUDGE, question=question, answer=answer)
+                for _ in range(self.settings.judge_samples)]
 
     async def play(self, policy: BatchingPolicy, requests: list[Request]) -> list[Turn]:
         """One engine wave: every request at once, the turns in the requests' order."""
@@ -107,42 +101,44 @@ class MaeLoop(Loop):
         # first wave: judge the questions, answer the new ones (d) and the pool's (trained)
         asked = ([r for p in valid for r in self.judge_requests(p.question)]
                  + [self.solve_request(p.question) for p in valid
-                    for _ in range(s.difficulty_samples)]
+                    for _ in range(s.solver_samples)]
                  + [self.solve_request(q) for q in training])
         turns = iter(await self.play(policy, asked))
         for p in valid:
             p.judged = Judged([next(turns) for _ in range(s.judge_samples)])
         for p in valid:
-            p.answers = [Answer(next(turns), p.question) for _ in range(s.difficulty_samples)]
+            p.answered([Answer(next(turns), p.question) for _ in range(s.solver_samples)])
         answers = [Answer(next(turns), q) for q in training]
         # second wave: judge every answer
-        judged = [a for p in valid for a in p.answers] + answers
+        judged = [a for p in valid for a in p.responses] + answers
         replies = iter(await self.play(policy, [
             r for a in judged for r in self.judge_requests(a.question, extract_answer(
                 a.turn.reply))]))
         for a in judged:
             a.judged = Judged([next(replies) for _ in range(s.judge_samples)])
+        for p in valid:
+            p.judge_scores()
         self.score(proposals, answers)
         judges = ([t for p in valid for t in p.judged.turns] + [
             t for a in answers for t in a.judged.turns] + [
-            t for p in valid for a in p.answers for t in a.judged.turns])
+            t for p in valid for a in p.responses for t in a.judged.turns])
         trained = len(judges) if s.judges_per_step is None else min(len(judges),
                                                                     s.judges_per_step)
         episodes = ([self.proposer_episode(step, p) for p in proposals]
                     + [self.solver_episode(step, a) for a in answers]
                     + [self.judge_episode(step, t) for t in judges[:trained]])
         metrics = step_metrics(proposals, answers, judges, trained, len(self.pool))
-        return Collected(episodes, metrics, [p.row(step) for p in proposals])
+        return Collected(episodes, metrics, [p.task_row(step) for p in proposals])
 
-    async def propose(self, policy: BatchingPolicy, step: int) -> list[Proposal]:
+    async def propose(self, policy: BatchingPolicy, step: int) -> list[Question]:
         """The step's proposals, their questions parsed (None: an invalid proposal)."""
         asked = [self.propose_request() for _ in range(self.settings.proposals_per_step)]
         turns = await self.play(policy, [request for request, _ in asked])
-        return [Proposal(f"s{step}-q{i}", turn,
-                         extract_question(turn.reply, self.settings.lenient), reference)
+        return [Question(task_id=f"s{step}-q{i}", turn=turn, reference=reference,
+                         question=extract_question(turn.reply, self.settings.lenient))
                 for i, (turn, (_, reference)) in enumerate(zip(turns, asked, strict=True))]
 
-    def score(self, proposals: list[Proposal], answers: list[Answer]) -> None:
+    def score(self, proposals: list[Question], answers: list[Answer]) -> None:
         """Rewards of the proposals and training answers; admitted questions join the pool
         (after this step's training questions were drawn)."""
         for a in answers:
@@ -155,11 +151,11 @@ class MaeLoop(Loop):
                 self.pool.add(p.question)
 
     # ---------------------------------------------------------------- episodes
-    def proposer_episode(self, step: int, proposal: Proposal) -> Episode:
+    def proposer_episode(self, step: int, proposal: Question) -> Episode:
         """The proposer's turn (trained) and the fresh answers that measured d (context only:
         they carry no reward)."""
         return Episode(
-            loop=self.name, env=ENV, turns=[proposal.turn, *(a.turn for a in proposal.answers)],
+            loop=self.name, env=ENV, turns=[proposal.turn, *(a.turn for a in proposal.responses)],
             rewards={PROPOSER: proposal.reward}, group_id=f"s{step}-propose",
             info=proposal.info(step),
         )

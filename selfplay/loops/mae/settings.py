@@ -14,10 +14,15 @@ from selfplay.loops.base import LoopSettings
 class MaeSettings(LoopSettings):
     """Multi-Agent Evolve: one policy proposes questions, answers them and judges both."""
 
+    renamed = {"propose_max_tokens": "roles.proposer.max_tokens",
+               "solve_max_tokens": "roles.solver.max_tokens",
+               "judge_max_tokens": "roles.judge.max_tokens",
+               "difficulty_samples": "mae.solver_samples"}
+
     proposals_per_step: int = Field(128, ge=1)  # proposer batch (propose prompts per step)
     solves_per_step: int = Field(128, ge=1)  # solver batch: pool questions, one answer each
     judge_samples: int = Field(5, ge=1)  # judge replies per judged item (azr.reward.n_samples)
-    difficulty_samples: int = Field(5, ge=1)  # fresh solver answers per new question, for d
+    solver_samples: int = Field(5, ge=1)  # fresh solver answers per new question, for p̂ and d
     # judge turns trained per step (the judge batch); None: every judge turn of the step.
     # Drawn in order: the question judgments, then the training answers', then d's.
     judges_per_step: int | None = Field(128, ge=1)
@@ -34,6 +39,3 @@ class MaeSettings(LoopSettings):
     # a question whose <question> the model opened but never closed still counts (its format
     # score stays 0): small models that run out of tokens (docs/mae.md)
     lenient: bool = False
-    propose_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    solve_max_tokens: int | None = Field(None, ge=1)
-    judge_max_tokens: int | None = Field(None, ge=1)

@@ -8,15 +8,21 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from curricula.spell_rewards import MAX_ANSWER_WORDS, SIGMA
+from curricula.rewards import SPELL_SIGMA
+from curricula.spell_rewards import MAX_ANSWER_WORDS
 from selfplay.loops.base import LoopSettings
-from selfplay.loops.reasoning import TaskSpec
+from selfplay.loops.propose import RewardName
 
 
 class SpellSettings(LoopSettings):
     """SPELL: a questioner reads documents of one cluster (the chunks of one corpus source) and
     writes a question with its answer; a responder answers it ``responder_samples`` times; a
     verifier votes ``verifier_votes`` times on each answer against the reference."""
+
+    renamed = {f"{role}_{key}": f"roles.{role}.{key}"
+               for role in ("questioner", "responder", "verifier") for key in ("max_tokens", "stop")
+               } | {"responder_samples": "spell.solver_samples"}
+    renamed_values = {"questioner_reward": {"reverse": "learnability", "rzero": "uncertainty"}}
 
     corpus: str | None = None  # None: corpora.DEFAULT_CORPUS (built on first use)
     corpus_cache: str | None = None  # None: the corpora package's cache folder
@@ -37,7 +43,7 @@ class SpellSettings(LoopSettings):
     responder_context_tokens: int = Field(18000, ge=8)
     grounding_filter: bool = True  # closed-book pass: score ≥ 0.1 marks the question bad_ground
     closed_book_samples: int = Field(1, ge=1)
-    responder_samples: int = Field(8, ge=1)
+    solver_samples: int = Field(8, ge=1)  # the responder's answers to each question
     verifier_votes: int = Field(8, ge=1)
     # trained verifier votes at most this share of the step's responder samples (the code's
     # 1/8), eligible groups drawn at random; None: every eligible group
@@ -45,21 +51,11 @@ class SpellSettings(LoopSettings):
     balance_bad: bool = True  # bad questions (format, grounding) trained at most 1:1 with good
     # a longer reference answer is a bad-format question (our bound: the code's was not checked)
     max_answer_words: int = Field(MAX_ANSWER_WORDS, ge=1)
-    questioner_reward: Literal["gaussian", "reverse", "rzero"] = "gaussian"
-    sigma: float = Field(SIGMA, gt=0)  # width of the gaussian questioner reward
-    questioner_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    responder_max_tokens: int | None = Field(None, ge=1)
-    verifier_max_tokens: int | None = Field(None, ge=1)
-    questioner_stop: list[str] = []
-    responder_stop: list[str] = []
-    verifier_stop: list[str] = []
-    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (greedy accuracy)
+    # p̂ → reward (curricula/rewards.py): gaussian (the code's), learnability (its `reverse`),
+    # uncertainty (its `rzero`), or a plug-in; r̄ = 0 or 1 gives 0 in every built-in form
+    questioner_reward: RewardName = "gaussian"
+    sigma: float = Field(SPELL_SIGMA, gt=0)  # width of the gaussian questioner reward
     eval_reasoning_size: int = Field(32, ge=0)
-
-    @property
-    def grounded(self) -> bool:
-        """Always: the questioner reads documents (what spice.documents.load_documents asks)."""
-        return True
 
     @model_validator(mode="after")
     def _filter_needs_documents(self) -> SpellSettings:

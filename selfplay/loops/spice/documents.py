@@ -1,13 +1,11 @@
-"""SPICE's corpus side: the documents the challenger reads, how they are drawn, and the guard
-that drops questions copying an evaluation item."""
+"""SPICE's corpus side: how the documents the challenger reads are drawn (the documents
+themselves: ``corpora.documents``), and the guard that drops questions copying an evaluation
+item."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from selfplay.core.errors import UserError
 from selfplay.core.jsonl import read_rows
-from selfplay.engines.models import tokenizer_for
 
 
 def document_sampler(settings, curriculum_settings):
@@ -34,35 +32,6 @@ def document_ids(documents) -> list[str]:
         taken.add(task_id)
         ids.append(task_id)
     return ids
-
-
-def load_documents(settings) -> list:
-    """The corpus chunks the challenger reads ([] when ungrounded)."""
-    if not settings.grounded:
-        return []
-    from corpora import DEFAULT_CORPUS, ensure_default_corpus, load_corpus
-
-    cache = Path(settings.corpus_cache) if settings.corpus_cache else None
-    name = settings.corpus or DEFAULT_CORPUS
-    corpus = (
-        ensure_default_corpus(cache, tokenizer_loader=tokenizer_for)  # built on first use
-        if name == DEFAULT_CORPUS
-        else load_corpus(name, cache)
-    )
-    if not corpus.chunks:
-        raise UserError(f"corpus {name!r} holds no chunks")
-    return list(corpus.chunks)
-
-
-def corpus_manifest(settings) -> Path | None:
-    """The manifest of the corpus the challenger reads (None when ungrounded)."""
-    if not settings.grounded:
-        return None
-    from corpora import DEFAULT_CORPUS
-    from corpora.corpus import MANIFEST, corpora_dir
-
-    cache = Path(settings.corpus_cache) if settings.corpus_cache else None
-    return corpora_dir(cache) / (settings.corpus or DEFAULT_CORPUS) / MANIFEST
 
 
 def read_eval_questions(path: str) -> list[str]:

@@ -26,8 +26,13 @@ snapshot's recorded results; self-play until the first snapshot), ``bot`` (one o
 ``games.bots``: MCTS, exact alpha-beta, a CFR+ solution). Seats are drawn at random for
 every game and logged. Evaluation plays ``eval_opponents`` (the same kinds, by name; and
 ``pool``, the pool's snapshots) and rates the policy among them with openskill (the ladder,
-``eval/ladder/<player>/...``). Every evaluation that measures exploitability writes the
-strategy it measured to ``strategies.jsonl`` and reports its average policy's beside it.
+``eval/ladder/<player>/...``); ``eval_reasoning`` (transfer) is answered by the optional
+``reasoner`` role (``roles.reasoner: {prompt: solver_terse}``), with the player's weights.
+Every evaluation that measures exploitability writes the strategy it measured to
+``strategies.jsonl`` and reports its average policy's beside it.
+
+The turns of seat p are labelled ``player_p`` (RAE keeps a baseline per seat); they are the
+``player`` role's (``config_role``): ``roles.player.train: false`` freezes both seats.
 """
 
 from __future__ import annotations
@@ -39,14 +44,12 @@ from pydantic import Field, field_validator, model_validator
 
 import games
 from curricula.curriculum import Curriculum
-from games import RandomOpponent, assign_seats, extract_action, match_legal
-from roles import load_role
+from games import RandomOpponent, assign_seats
 from selfplay.config import Strict
 from selfplay.core.errors import UserError
 from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots, prompt_request
-from selfplay.loops.reasoning import TaskSpec, build_tasks, reasoning_accuracy
+from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots
 from selfplay.loops.spiral.history import STRATEGIES, Measured, StrategyHistory
 from selfplay.loops.spiral.imitation import check_target, imitation_episodes, imitation_samples
 from selfplay.loops.spiral.moves import ActionForm, Normalisation, scored_move
@@ -62,13 +65,14 @@ from selfplay.loops.spiral.opponents import (
     record_fictitious,
 )
 from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
+from selfplay.loops.spiral.rules import NO_ACTION, play_move, training_rewards
 from selfplay.loops.spiral.strategy import exploitability_figures, measure, view_of
 from selfplay.rl.advantages import state_baseline_samples
 from selfplay.stats.games import eval_metrics
 from selfplay.stats.ratings import ladder_metrics
 from selfplay.types import Collected, Episode, Request, Sample
 
-ROLE = "player"
+ROLE, REASONER = "player", "reasoner"
 POOL_PREFIX = "pool-"
 
 
@@ -147,8 +151,6 @@ class SpiralSettings(LoopSettings):
     # random, initial (LoRA runs), pool (the pool's snapshots), or bots: mcts:100, alphabeta, cfr
     eval_opponents: list[str] = ["random", "initial"]
     eval_ood_games: list[str] = []  # out-of-domain game ids, against the random opponent
-    eval_reasoning: list[TaskSpec] = []  # held-out reasoning-gym families (transfer)
-    eval_reasoning_size: int = Field(16, ge=0)
     # the policy's exploitability (OpenSpiel's exact best response) at every evaluation, on
     # these games: openspiel:kuhn_poker, openspiel:leduc_poker, or kuhn_poker with rounds: 1
     eval_exploitability: list[GameSpec] = []
@@ -172,7 +174,9 @@ class SpiralLoop(Loop):
         estimator="rae",
         tasks="games (spiral.games)",
         eval_files=(STRATEGIES,),
+        reasoner=REASONER, optional_roles={REASONER: ("question",)},  # eval_reasoning only
     )
+    held_out_seed = 10_000  # the offset SPIRAL's held-out set was drawn with before it was shared
 
     def __init__(self, config) -> None:
         super().__init__(config)
@@ -206,13 +210,18 @@ class SpiralLoop(Loop):
         self.curriculum = Curriculum(config.curriculum, seed=config.seed)
         for index, spec in enumerate(s.games):
             self.curriculum.add(f"{spec.id}#{index}", family=spec.id)
-        self.reasoning_tasks = build_tasks(
-            s.eval_reasoning, s.eval_reasoning_size, config.seed + 10_000
-        )
+        if REASONER in config.roles and "own" in (config.roles[REASONER].adapter,
+                                                   config.roles[ROLE].adapter):
+            raise UserError("roles.reasoner answers with the player's weights: both roles need "
+                            "`adapter: shared`")
         for spec in s.eval_exploitability:  # a game without an exact best response: one line
             view_of(spec.id, spec.kwargs)
 
     # ------------------------------------------------------------------ seats
+    def config_role(self, turn_role: str) -> str:
+        """A seat's turns (``player_0``, ``player_1``) are the ``player`` role's."""
+        return ROLE if turn_role in (seat_role(0), seat_role(1)) else turn_role
+
     def policy_adapter(self) -> str:
         return self.config.roles[ROLE].adapter_name(ROLE)
 
@@ -301,28 +310,18 @@ class SpiralLoop(Loop):
             if who.trained:
                 record.turns.append(self.turn(request, completion, policy))
             # the whole reply: a prompt's prefill starts it
-            action = extract_action(completion.reply, lenient=self.settings.lenient)
-            if action is None:
+            refused = play_move(game, seat, completion.reply, self.settings.lenient)
+            if refused is not None:
+                record.invalid_by, record.invalid_reason = seat, refused
+            if refused == NO_ACTION:
                 record.parse_failures += 1
-                record.invalid_by, record.invalid_reason = seat, "no \\boxed{} action"
                 break
-            legal = game.legal_actions(seat)
-            result = game.step(match_legal(action, legal) or action if legal else action)
-            if not result.valid:
-                record.invalid_by, record.invalid_reason = seat, result.reason
         return record
 
     def training_rewards(self, game: games.Game, record: GameRecord) -> dict[int, float]:
-        if record.invalid_by is not None:
-            offender = record.invalid_by
-            return {
-                offender: self.settings.invalid_penalty,
-                1 - offender: self.settings.invalid_opponent_reward,
-            }
-        if self.settings.reward == "payoff":  # chips, points: a cut-off game's payoff so far
-            returns = game.info["returns"]
-            return {seat: float(returns[seat]) for seat in (0, 1)}
-        return game.outcome()
+        s = self.settings
+        return training_rewards(game, record.invalid_by, s.reward, s.invalid_penalty,
+                                s.invalid_opponent_reward)
 
     @staticmethod
     def eval_rewards(game: games.Game, record: GameRecord) -> dict[int, float]:
@@ -434,19 +433,7 @@ class SpiralLoop(Loop):
             ]
         results = await policy.gather(jobs) if jobs else []
         metrics = eval_metrics(results) | ladder_metrics(results[:ladder_games])
-        if self.reasoning_tasks:
-            prompt = load_role("solver_terse")
-            metrics |= await reasoning_accuracy(
-                policy,
-                self.reasoning_tasks,
-                lambda entry: prompt_request(
-                    prompt,
-                    "eval",
-                    self.policy_adapter(),
-                    self.sampling(ROLE, greedy=True),
-                    question=entry["question"],
-                ),
-            )
+        metrics |= await super().evaluate(policy, step)  # eval_reasoning, by the reasoner
         for spec in s.eval_exploitability:  # the current policy, then the average so far
             spiel, rows = await measure(self, policy, spec.id, s.exploitability_samples,
                                         kwargs=spec.kwargs)

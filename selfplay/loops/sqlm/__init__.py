@@ -1,5 +1,4 @@
-"""Self-Questioning Language Models (SQLM): one model proposes problems from a fixed topic
-prompt and solves them, rewarded by majority agreement (docs/sqlm.md)."""
+"""Self-Questioning Language Models: one model proposes and solves (docs/sqlm.md)."""
 
 from selfplay.loops.sqlm.loop import SqlmLoop
 

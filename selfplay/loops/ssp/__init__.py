@@ -1,6 +1,5 @@
 """Search Self-Play: a proposer and a solver that both search a corpus (``loop.py``: the
-algorithm; ``settings.py``: its config section; ``targets.py``: the answers questions are
-written for; ``retrieval.py``: the RAG check; ``records.py``: metrics and records)."""
+algorithm and its records; ``settings.py``: its config section)."""
 
 from selfplay.loops.ssp.loop import JUDGE, PROPOSER, SOLVER, SspLoop
 from selfplay.loops.ssp.settings import SspSettings

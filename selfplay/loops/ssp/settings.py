@@ -11,12 +11,17 @@ from curricula.ssp_rewards import QuestionRules
 from selfplay.config import InputFile
 from selfplay.engines.search_tool import SearchSettings
 from selfplay.loops.base import LoopSettings
+from selfplay.loops.propose import RewardName
 
 
 class SspSettings(LoopSettings):
     """Search Self-Play: each step the proposer writes ``proposals_per_step`` questions, one per
     target answer, searching the corpus; the solver answers each ``solver_samples`` times with
     the same search tool."""
+
+    renamed = {f"{role}_max_tokens": f"roles.{role}.max_tokens"
+               for role in ("proposer", "solver", "judge")}
+    renamed_values = {"proposer_reward": {"1-acc": "inverse_accuracy"}}
 
     # a JSONL file of {"answer": ...} rows; None: short spans mined from the corpus's chunks
     targets: InputFile | None = None
@@ -38,10 +43,9 @@ class SspSettings(LoopSettings):
     failure_strategy: Literal["reuse", "skip"] = "reuse"
     format_penalty: float = 0.0
     pool_size: int = Field(256, ge=1)  # valid problems kept for `reuse` (the newest)
-    proposer_reward: Literal["1-acc", "intermediate_difficulty"] = "1-acc"
-    proposer_max_tokens: int | None = Field(None, ge=1)  # None: sampling.max_new_tokens
-    solver_max_tokens: int | None = Field(None, ge=1)
-    judge_max_tokens: int = Field(32, ge=1)
+    # p̂ → reward (curricula/rewards.py): inverse_accuracy 1 − p̂ (the script's 1-acc), or
+    # intermediate_difficulty 4·p̂·(1 − p̂)
+    proposer_reward: RewardName = "inverse_accuracy"
 
     def rules(self) -> QuestionRules:
         return QuestionRules(self.min_question_chars, self.max_question_chars,

@@ -22,8 +22,6 @@ agents' settings, and turns verifiers' loading errors into one line.
 
 from __future__ import annotations
 
-import asyncio
-import bisect
 import importlib
 import itertools
 import sys
@@ -90,7 +88,6 @@ class PolicyClient(vf.Client):
         # trace id → where the trace sits in the step ("s3-t5-1/0": episode, agent run), so a
         # call's sampling seed depends on what it is, not on which call reached us first
         self.origins: dict[str, str] = {}
-        self.order: dict[int, str] = {}  # id(request) → origin, while it waits in the queue
         self.key = f"selfplay-{next(_ids)}"
         _CLIENTS[self.key] = self
 
@@ -116,7 +113,9 @@ class PolicyClient(vf.Client):
         trace = session_id or ""
         origin = f"{self.origins.get(trace, trace)}/{len(self.turns[trace])}"
         request = self.request_for(role, messages, sampling.max_tokens, origin)
-        completion = await self.ask(request, origin)
+        # queued by origin: the batch's order is the same every run (calls reach us through
+        # verifiers' HTTP interception server, in whatever order its sockets deliver them)
+        completion = await self.policy.ordered(request, origin)
         self.turns[trace].append(self.turn_for(request, completion))
         response = vf.Response(
             id=f"selfplay-{origin}",
@@ -134,26 +133,6 @@ class PolicyClient(vf.Client):
         )
         response.raw = serialize_completion(response, role)  # what the harness reads back
         return response
-
-
-    async def ask(self, request: Request, origin: str) -> Any:
-        """``await policy(request)``, queued among the pending requests in ``origin`` order.
-
-        Calls reach us through verifiers' HTTP interception server, in whatever order its
-        sockets deliver them, and the engine samples a batch's rows from one random stream in
-        row order: queued by arrival, a seeded run would not repeat. Queued by origin, the
-        batch's order is the same every run. (This inserts into the policy's pending queue,
-        as ``BatchingPolicy.__call__`` appends to it.)"""
-        future = asyncio.get_running_loop().create_future()
-        self.order[id(request)] = origin
-        pending = self.policy._pending
-        keys = [self.order.get(id(queued), "") for queued, _ in pending]
-        pending.insert(bisect.bisect_right(keys, origin), (request, future))
-        self.policy._poke()
-        try:
-            return await future
-        finally:
-            self.order.pop(id(request), None)
 
 
 def wire_message(message: Mapping[str, Any]) -> dict[str, str]:

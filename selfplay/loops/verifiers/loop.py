@@ -11,14 +11,15 @@ LoRA adapter per agent) and whether it trains.
 
 Each step draws ``tasks_per_step`` tasks of the taskset (through the experiment's curriculum:
 samplers and ``curriculum/tasks.csv`` as in any loop) and plays each ``group_size`` times; all
-episodes run concurrently and share engine batches (``policy.gather``). verifiers scores each
-agent's trace with its rubric (``@vf.reward`` functions, ``record_reward`` in ``finalize``);
-an agent's reward is its trace's weighted sum (the mean over its traces when it ran more than
-once), and reaches the learner unchanged as the episode's reward for that role. The turns the
-learner sees are the engine's own token ids and log-probs, which also fill the tokens of the
-traces' responses (``bridge.PolicyClient``). Advantages are the experiment's: group-relative
-per role by default, RAE with ``advantage.estimator: rae``, ADPO's scaling by the task's p̂
-(its share of successful episodes in the step) with ``advantage.adpo: true``.
+episodes run concurrently and share engine batches (``policy.gather``). A sampler that keeps
+only some groups (DAPO) draws again for the rest, as in rlvr (``Curriculum.play``). verifiers
+scores each agent's trace with its rubric (``@vf.reward`` functions, ``record_reward`` in
+``finalize``); an agent's reward is its trace's weighted sum (the mean over its traces when it
+ran more than once), and reaches the learner unchanged as the episode's reward for that role.
+The turns the learner sees are the engine's own token ids and log-probs, which also fill the
+tokens of the traces' responses (``bridge.PolicyClient``). Advantages are the experiment's:
+group-relative per role by default, RAE with ``advantage.estimator: rae``, ADPO's scaling by
+the task's p̂ (its share of successful episodes in the step) with ``advantage.adpo: true``.
 
 An episode that fails (its rubric or the environment's code raised, a harness error) is kept:
 written with its errors in ``info``, counted in ``verifiers/failed_episodes``, never trained on.
@@ -40,6 +41,7 @@ from selfplay.config import ExperimentConfig
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec
+from selfplay.loops.propose import grouped
 from selfplay.types import Collected, Episode, Request
 
 FIELD = "message"  # the one field a role prompt reads: one user message of the environment
@@ -173,14 +175,22 @@ class VerifiersLoop(Loop):
             client.forget()
 
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
+        """Draw tasks, play each ``group_size`` times, report the groups to the curriculum; a
+        sampler that keeps only some (DAPO) draws again for the rest. Every episode played is
+        counted in the metrics; failed ones are written, never trained on."""
+        played: list[Episode] = []
+
+        async def play(drawn) -> list[Group]:
+            tasks = [int(t) for t in drawn]
+            episodes = await self.play(policy, tasks, self.settings.group_size, f"s{step}")
+            played.extend(episodes)
+            return self.groups(tasks, episodes)
+
         wanted = min(self.settings.tasks_per_step, len(self.tasks))
-        tasks = [int(t) for t in self.curriculum.draw(wanted, step)]
-        episodes = await self.play(policy, tasks, self.settings.group_size, f"s{step}")
-        groups = self.groups(tasks, episodes)
-        kept = self.curriculum.report(groups, step)
+        kept = await self.curriculum.play(wanted, step, play)
         trained = [e for g in kept for e in g.payload]
-        failed = [e for e in episodes if e.info.get("failed")]
-        metrics = self.curriculum.metrics(step) | step_metrics(episodes, self.agents)
+        failed = [e for e in played if e.info.get("failed")]
+        metrics = self.curriculum.metrics(step) | step_metrics(played, self.agents)
         return Collected(trained + failed, metrics)
 
     def groups(self, tasks: list[int], episodes: list[Episode]) -> list[Group]:
@@ -188,10 +198,9 @@ class VerifiersLoop(Loop):
         agent's reward (``success_at``), their share of successes the task's p̂ (ADPO reads it
         from every episode of the group); a task whose episodes all failed has none (the
         curriculum learns nothing from it)."""
-        size = self.settings.group_size
         groups = []
-        for k, task in enumerate(tasks):
-            members = [e for e in episodes[k * size:(k + 1) * size] if not e.info.get("failed")]
+        for task, played in zip(tasks, grouped(episodes, self.settings.group_size), strict=True):
+            members = [e for e in played if not e.info.get("failed")]
             rewards = [e.rewards.get(self.score_agent, 0.0) for e in members]
             successes = float(sum(r >= self.settings.success_at for r in rewards))
             if members:

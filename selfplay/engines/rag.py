@@ -1,11 +1,12 @@
-"""SSP's retrieval-augmented (RAG) check: can the question be answered from the documents the
-proposer retrieved? A judge answers it from those documents plus ``noisy`` documents other
-proposers retrieved, shuffled together; it passes on a normalised exact match with the target.
+"""The retrieval-augmented (RAG) check of a question (SSP's, docs/ssp.md): can it be answered
+from the documents its proposer retrieved? A judge answers it from those documents plus
+``noisy`` documents others retrieved, shuffled together; it passes on a normalised exact match
+with the target.
 
 ``retrieval_check`` needs only a policy, a question, its target and documents, so a held-out
-corpus and question set can be run through it (``check_questions``) as well as the loop's
-proposals. The judge is the policy being trained, greedy (the paper uses an external judge LLM
-and, failing an exact match, its equivalence ruling; we keep the rule only: docs/ssp.md).
+corpus and question set can be run through it (``check_questions``) as well as a loop's
+proposals. SSP's judge is the policy being trained, greedy (the paper uses an external judge
+LLM and, failing an exact match, its equivalence ruling; we keep the rule only).
 """
 
 from __future__ import annotations

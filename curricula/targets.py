@@ -1,6 +1,6 @@
-"""The answers SSP's proposer writes questions for: a ``targets:`` JSONL file, or short spans
-mined from the corpus (numbers and capitalised names, the kind of answer a search can find and
-an exact match can check)."""
+"""Target answers a proposer writes questions for (SSP): a JSONL file of answers, or short spans
+mined from a corpus's chunks (numbers and capitalised names, the kind of answer a search can
+find and an exact match can check)."""
 
 from __future__ import annotations
 
