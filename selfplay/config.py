@@ -131,6 +131,9 @@ class TrainConfig(Strict):
     # unique tokens; false: padded rows of micro_batch_size sequences
     share_prefix: bool = True
     tree_tokens: int = Field(2048, ge=16)
+    # "prompt": trees share only exactly repeated prompts (the learner before prefix trees:
+    # `selfplay bench step --compare trees` measures against it)
+    tree_scope: Literal["common", "prompt"] = "common"
     logprob_chunk_size: int = Field(1024, ge=16)
     max_grad_norm: float = Field(1.0, gt=0)
     weight_decay: float = Field(0.0, ge=0)

@@ -8,6 +8,7 @@ trains on samples.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,11 +84,22 @@ class Choice:
     divisors: list[float]
     log_pi: list[float]
     outside: float = 0.0
+    # exploration: the move was drawn from (1 − explore)·π + explore·uniform, not π itself
+    explore: float = 0.0
 
     @property
     def logprob(self) -> float:
-        """log π(chosen | s) under the behaviour policy."""
+        """log π(chosen | s) under the weights that played."""
         return self.log_pi[self.chosen]
+
+    @property
+    def behaviour_logprob(self) -> float:
+        """log μ(chosen | s) of the distribution the move was drawn from (the learner's
+        importance weight compares the policy with it)."""
+        if not self.explore:
+            return self.logprob
+        uniform = self.explore / len(self.log_pi)
+        return math.log((1 - self.explore) * math.exp(self.logprob) + uniform)
 
 
 @dataclass

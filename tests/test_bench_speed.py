@@ -10,8 +10,10 @@ import torch
 
 from selfplay.bench.engine import linear_flops_per_token, phase_flops
 from selfplay.bench.step import run_prefix_mode
+from selfplay.bench.trees import bench_trees
 from selfplay.cli.main import main
 from selfplay.config import ExperimentConfig
+from selfplay.core.errors import UserError
 from selfplay.core.machine import available_cores
 from selfplay.engines.models import load_causal_lm
 from selfplay.running.threads import apply_thread_policy
@@ -41,6 +43,22 @@ def test_step_breakdown_counts_prefill_and_the_tokens_reuse_saves(tiny_model_pat
         assert figures["prefill_seconds"] > 0 and figures["decode_seconds"] > 0
         assert figures["io_s"] > 0 and figures["eval_s"] > 0
         assert figures["tool_s"] == 0.0  # rlvr calls no tool
+
+
+def test_trees_bench_counts_hands_and_the_learners_seconds_per_sample(tiny_model_path):
+    """Both arms of ``--compare trees`` run the same games (the same seed) and train on the
+    same number of samples; hands per minute is 60·games / s per step."""
+    extra = ["model.path=tiny-random", "spiral.games_per_step=8"]
+    result = bench_trees("spiral-kuhn-cpu", 2, extra)
+    prompt, trees = result["arms"]["prompt"], result["arms"]["trees"]
+    assert prompt["games"] == trees["games"] == 8
+    assert prompt["samples"] == trees["samples"] > 0
+    for arm in (prompt, trees):
+        assert arm["hands_per_min"] == pytest.approx(60 * arm["games"] / arm["step_s"])
+    assert result["ratios"]["learner_per_sample"] == pytest.approx(
+        prompt["train_s_per_sample"] / trees["train_s_per_sample"])
+    with pytest.raises(UserError, match="counts hands"):
+        bench_trees("rlvr-sanity", 2, ["model.path=tiny-random"])
 
 
 def test_flop_counts_follow_the_model_shapes(tiny_model_path):

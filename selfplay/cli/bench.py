@@ -77,6 +77,10 @@ def _step(o) -> None:
         experiment, overrides = overrides[0], overrides[1:]
     if o.compare == "async":
         bench_step(experiment, o.steps, o.staleness, overrides)
+    elif o.compare == "trees":
+        from selfplay.bench.trees import bench_trees
+
+        bench_trees(experiment, o.steps, overrides, o.before)
     else:
         bench_prefix(experiment, o.steps, overrides)
 
@@ -188,12 +192,17 @@ BENCHMARKS: dict[str, Benchmark] = {
         option("--programs", type=int, default=200, help="programs through the pool"),
         option("--baseline", type=int, default=40, help="programs through fresh processes"),
     )),
-    "step": Benchmark(_step, "where a step's time goes: prefix reuse off vs on, or sync vs async", (
+    "step": Benchmark(_step, "where a step's time goes: prefix reuse off vs on, sync vs async, "
+                      "or the learner's prefix trees (hands per minute)", (
         EXPERIMENT,
         option("--steps", type=int, default=6, help="steps per mode (first: warm-up)"),
         option("--staleness", type=int, default=1, help="async max staleness"),
-        option("--compare", default="prefix", choices=["prefix", "async"],
-               help="prefix reuse off vs on (default), or sync vs async rollouts"),
+        option("--compare", default="prefix", choices=["prefix", "async", "trees"],
+               help="the engine's prefix reuse off vs on (default), sync vs async rollouts, "
+                    "or the learner sharing repeated prompts only vs common prefixes"),
+        option("--before", default=None, metavar="EXPERIMENT",
+               help="--compare trees: also run this experiment as it ran before prefix trees "
+                    "(e.g. spiral-kuhn-text-cpu) and compare hands per minute"),
         option("overrides", nargs="*", metavar="EXPERIMENT key=value",
                help="the experiment (instead of --experiment), then dotted overrides of it"),
     )),

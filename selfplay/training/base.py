@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -46,6 +47,9 @@ class LearnerSettings:
     # (training/batches.py); false: padded rows, micro_batch_size at a time
     share_prefix: bool = True
     tree_tokens: int = 2048  # nodes of one prefix-tree micro-batch (bounds its memory)
+    # what a tree may share: "common" prefixes of any rows, or only a "prompt" repeated
+    # exactly (a GRPO group: the learner before prefix trees, kept as the benchmark's baseline)
+    tree_scope: Literal["common", "prompt"] = "common"
     lora: LoraSpec | None = field(default_factory=LoraSpec)  # None → full fine-tuning
 
 

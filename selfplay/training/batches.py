@@ -114,6 +114,7 @@ def micro_batches(
     eps_high: float,
     share_prefixes: bool,
     tree_tokens: int = DEFAULT_TREE_TOKENS,
+    tree_scope: str = "common",
 ) -> list[MicroBatch]:
     """The batch's micro-batches (CPU tensors), adapter by adapter; a sample whose adapter the
     learner does not train goes to its first adapter ("full" when fully fine-tuned)."""
@@ -133,7 +134,7 @@ def micro_batches(
             if not kind:
                 continue
             if share_prefixes:
-                chunks = tree_chunks(kind, tree_tokens)
+                chunks = tree_chunks(kind, tree_tokens, tree_scope == "prompt")
             else:
                 kind.sort(key=lambda item: max(len(row) for row in sample_rows(item[0])))
                 chunks = [kind[i : i + micro_batch_size]
@@ -154,6 +155,7 @@ def learner_batches(samples: list[Sample], adapters: list[str], settings, *,
         eps_high=settings.eps_high,
         share_prefixes=share_prefixes,
         tree_tokens=getattr(settings, "tree_tokens", DEFAULT_TREE_TOKENS),
+        tree_scope=getattr(settings, "tree_scope", "common"),
     )
 
 
@@ -166,15 +168,18 @@ def sample_rows(sample: Sample) -> list[list[int]]:
 
 
 def tree_chunks(
-    items: list[tuple[Sample, float]], budget: int
+    items: list[tuple[Sample, float]], budget: int, same_prompt: bool = False
 ) -> list[list[tuple[Sample, float]]]:
     """Items in the order of their token ids, cut so that each chunk's tree stays within
     ``budget`` nodes (counted against the previous row: an upper bound of the trie's size). An
-    item larger than the budget is a chunk of its own."""
+    item larger than the budget is a chunk of its own; with ``same_prompt`` a chunk also ends
+    where the prompt changes (only exactly repeated prompts are shared)."""
     keyed = sorted(items, key=lambda item: tuple(sample_rows(item[0])[0]))
     chunks: list[list[tuple[Sample, float]]] = []
-    nodes, previous = 0, ()
+    nodes, previous, prompt = 0, (), None
     for item in keyed:
+        if same_prompt and item[0].turn.prompt_ids != prompt:
+            prompt, previous, nodes = item[0].turn.prompt_ids, (), budget + 1  # a new chunk
         added, last = 0, previous
         for row in sorted(tuple(r) for r in sample_rows(item[0])):
             added += len(row) - _shared(last, row)
@@ -244,7 +249,7 @@ def collate(
             choice = turn.choice
             decision = len(out.chosen)
             out.chosen.append(len(out.candidate_decision) + choice.chosen)
-            out.unit(sample, c, eps_high, choice.logprob)
+            out.unit(sample, c, eps_high, choice.behaviour_logprob)
             for candidate, divisor in zip(choice.candidates, choice.divisors, strict=True):
                 index = len(out.candidate_decision)
                 out.candidate_decision.append(decision)

@@ -17,7 +17,8 @@ from typing import Any
 from games.bots import BotError, cfr_policy, check, parse
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops.spiral.moves import reply_text, scored_move
+from selfplay.loops.spiral.mmd import played_as
+from selfplay.loops.spiral.moves import scored_move
 from selfplay.loops.spiral.records import Seat
 from selfplay.loops.spiral.strategy import view_of
 from selfplay.stats.exploitability import information_states
@@ -74,7 +75,7 @@ async def imitation_episodes(
         cross -= sum(p * lp for p, lp in zip(sigma, log_pi, strict=True))
         kl += sum(p * (math.log(p) - lp) for p, lp in zip(sigma, log_pi, strict=True) if p > 0)
         for move, p in enumerate(sigma):
-            chosen = _with_choice(turn, move)
+            chosen = played_as(turn, move)
             episodes.append(Episode(
                 loop=loop.name, env=game_id, turns=[chosen], rewards={request.role: p},
                 group_id=f"s{step}-{key}", info={"imitation": {"state": key,
@@ -82,18 +83,6 @@ async def imitation_episodes(
                                                                "target": p}}))
     n = max(len(asks), 1)
     return episodes, {"imitation/cross_entropy": cross / n, "imitation/kl": kl / n}
-
-
-def _with_choice(turn, move: int):
-    """``turn`` as if it had played candidate ``move`` (the same prompt and candidates)."""
-    import dataclasses
-
-    choice = dataclasses.replace(turn.choice, chosen=move)
-    candidate = choice.candidates[move]
-    return dataclasses.replace(turn, completion_ids=list(candidate), choice=choice,
-                               loss_mask=[1] * len(candidate),
-                               engine_logprobs=[0.0] * len(candidate),
-                               text=reply_text(choice.names[move], turn.prefill))
 
 
 def imitation_samples(episodes: list[Episode]) -> list[Sample]:

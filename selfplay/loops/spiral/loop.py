@@ -52,6 +52,7 @@ from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSettings, LoopSpec, Snapshots
 from selfplay.loops.spiral.history import STRATEGIES, Measured, StrategyHistory
 from selfplay.loops.spiral.imitation import check_target, imitation_episodes, imitation_samples
+from selfplay.loops.spiral.mmd import MMDSettings, mmd_samples
 from selfplay.loops.spiral.moves import ActionForm, Normalisation, scored_move
 from selfplay.loops.spiral.opponents import (
     POOLED,
@@ -147,6 +148,15 @@ class SpiralSettings(LoopSettings):
     # cfr:<iterations>) at every information state, through the same scored moves
     # (spiral/imitation.py); needs action: scored and games with an exact view
     imitate: str | None = None
+    # how the policy is updated from its games: ``pg`` (the policy gradient with the advantage
+    # above: SPIRAL) or ``mmd`` (scored moves only: magnetic mirror descent, Sokota et al.
+    # 2023: at every visited information state the policy is fitted to the mirror-descent step
+    # π* ∝ [π·uniform^{αη}·exp(η·Q̂)]^{1/(1+αη)} from its games' returns; spiral/mmd.py)
+    update: Literal["pg", "mmd"] = "pg"
+    mmd: MMDSettings = MMDSettings()
+    # scored moves in training games are drawn from (1 − explore)·π + explore·uniform (the
+    # learner's importance weight corrects the policy gradient; evaluation is never explored)
+    explore: float = Field(0.0, ge=0, lt=1)
     eval_games: int = Field(16, ge=0)  # per game and opponent, seats alternating
     # random, initial (LoRA runs), pool (the pool's snapshots), or bots: mcts:100, alphabeta, cfr
     eval_opponents: list[str] = ["random", "initial"]
@@ -197,6 +207,9 @@ class SpiralLoop(Loop):
                 )
         for game_id in s.eval_ood_games:
             games.trial(game_id)
+        if (s.update == "mmd" or s.explore) and s.action != "scored":
+            raise UserError("spiral.update: mmd and spiral.explore work on scored moves: set "
+                            "action: scored")
         if s.imitate is not None:
             if s.action != "scored":
                 raise UserError("spiral.imitate trains the scored policy: set action: scored")
@@ -298,7 +311,7 @@ class SpiralLoop(Loop):
             if self.settings.action == "scored":  # a draw over the legal moves: always valid
                 names = game.legal_actions(seat)
                 turn = await scored_move(policy, request, names, self.settings.action_norm,
-                                         greedy, moves_rng)
+                                         greedy, moves_rng, self.settings.explore)
                 record.outside.append(turn.choice.outside)
                 if who.trained:
                     record.turns.append(turn)
@@ -375,16 +388,26 @@ class SpiralLoop(Loop):
         self.curriculum.report(game_groups(episodes, self.settings.invalid_penalty), step)
         metrics = self.curriculum.metrics(step) | game_metrics(episodes)
         self.games_played[step] = len(episodes)
+        if self.settings.update == "mmd":  # what the step's mirror-descent targets ask for
+            metrics |= mmd_samples(episodes, self.settings.mmd)[1]
         if self.settings.opponent.kind == "fictitious":  # each game's result, for its snapshot
             metrics |= record_fictitious(self.pool, episodes)
         return Collected(episodes, metrics, games=len(episodes))
 
     def samples(self, episodes: list[Episode]) -> list[Sample]:
-        if self.settings.imitate is not None:
-            return imitation_samples(episodes)
-        if self.settings.baseline == "state":
-            return state_baseline_samples(episodes, self.baseline)
-        return super().samples(episodes)
+        """SPIRAL's RAE advantages (the base class), or: the imitation ceiling's targets, the
+        MMD step's targets (``update: mmd``), or per-state baselines (``baseline: state``)."""
+        s = self.settings
+        if s.imitate is None and s.update == "pg" and s.baseline == "rae":
+            return super().samples(episodes)
+        if s.imitate is not None:
+            samples = imitation_samples(episodes)
+        elif s.update == "mmd":
+            samples = mmd_samples(episodes, s.mmd)[0]
+        else:
+            samples = state_baseline_samples(episodes, self.baseline)
+        frozen = {role for role, spec in self.config.roles.items() if not spec.train}
+        return [x for x in samples if self.config_role(x.turn.role) not in frozen]
 
     # ------------------------------------------------------------------ opponent pool
     def after_update(self, step: int, snapshots: Snapshots) -> None:

@@ -65,10 +65,12 @@ def outside_mass(logprobs: list[list[float]]) -> float:
     return max(0.0, 1.0 - sum(math.exp(sum(lp)) for lp in logprobs))
 
 
-def draw(log_pi: list[float], greedy: bool, rng: random.Random) -> int:
+def draw(log_pi: list[float], greedy: bool, rng: random.Random, explore: float = 0.0) -> int:
+    """The most likely move (greedy), or a draw from (1 − explore)·π + explore·uniform."""
     if greedy:
         return max(range(len(log_pi)), key=lambda k: (log_pi[k], -k))
-    return rng.choices(range(len(log_pi)), weights=[math.exp(x) for x in log_pi])[0]
+    weights = [(1 - explore) * math.exp(x) + explore / len(log_pi) for x in log_pi]
+    return rng.choices(range(len(log_pi)), weights=weights)[0]
 
 
 async def scored_move(
@@ -77,16 +79,20 @@ async def scored_move(
     names: list[str],
     norm: Normalisation,
     greedy: bool,
-    rng: random.Random,
+    rng: random.Random | None,
+    explore: float = 0.0,
 ) -> Turn:
-    """Score every legal move's reply, draw one from π, and return the turn that records it
-    (``turn.choice`` holds the candidates; ``names[turn.choice.chosen]`` is the move)."""
+    """Score every legal move's reply, draw one from π (mixed with ``explore``·uniform in
+    training), and return the turn that records it (``turn.choice`` holds the candidates;
+    ``names[turn.choice.chosen]`` is the move)."""
     replies = candidates(policy.tokenizer, request, names)
     scored: Likelihoods = await policy.likelihoods(request, replies)
     divs = divisors(names, replies, norm)
     log_pi = log_policy(scored.logprobs, divs)
-    chosen = draw(log_pi, greedy, rng)
-    choice = Choice(replies, list(names), chosen, divs, log_pi, outside_mass(scored.logprobs))
+    explore = 0.0 if greedy else explore
+    chosen = draw(log_pi, greedy, rng, explore)
+    choice = Choice(replies, list(names), chosen, divs, log_pi, outside_mass(scored.logprobs),
+                    explore)
     return Turn(
         role=request.role,
         prompt_ids=scored.prompt_ids,
