@@ -145,18 +145,48 @@ class HFEngine(Engine):
 
     @torch.inference_mode()
     def score(self, requests: list[Request], continuations: list[list[int]]) -> list[list[float]]:
-        scored = []
-        for request, tokens in zip(requests, continuations, strict=True):
-            prompt = self.encode(request)
-            routing = self._routing([request.adapter], self._route_rows([request.adapter]))
-            ids = torch.tensor([prompt + list(tokens)], device=self.device)
-            # the head only where it predicts a continuation token, not over the whole prompt
-            kept = len(tokens) + 1
-            logits = self.model(input_ids=ids, logits_to_keep=kept, **routing).logits[0, :-1]
-            logp = torch.log_softmax(logits.float(), -1)
-            targets = torch.tensor(tokens, device=self.device)[:, None]
-            scored.append(logp.gather(1, targets).squeeze(1).tolist())
+        """Batched like generation (``max_batch_size`` rows of similar length, left-padded, the
+        pads masked, positions counted from each row's first token): one forward per batch
+        instead of one per reply (a held-out suite's references: ~10x fewer forwards)."""
+        rows = sorted(
+            (len(self.encode(r)) + len(c), i, self.encode(r) + list(c), len(c), r.adapter)
+            for i, (r, c) in enumerate(zip(requests, continuations, strict=True))
+        )
+        scored: list[list[float]] = [[] for _ in requests]
+        for start in range(0, len(rows), self.max_batch_size):
+            batch = rows[start : start + self.max_batch_size]
+            for (_, index, _, _, _), logp in zip(batch, self._score_batch(batch), strict=True):
+                scored[index] = logp
         return scored
+
+    def _score_batch(self, batch: list[tuple]) -> list[list[float]]:
+        names = [a if a in self.adapters else BASE_ADAPTER for *_, a in batch]
+        routing = self._routing(names, self._route_rows(names))
+        width = max(len(ids) for _, _, ids, _, _ in batch)
+        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        positions = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (_, _, ids, _, _) in enumerate(batch):
+            pad = width - len(ids)
+            input_ids[row, pad:] = torch.tensor(ids)
+            attention[row, pad:] = 1
+            positions[row] = (torch.arange(width) - pad).clamp(min=0)
+        # every row ends at the last column: the head only where a continuation is predicted
+        kept = max(n for *_, n, _ in batch) + 1
+        self._adjust_threads()
+        logits = self.model(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention.to(self.device),
+            position_ids=positions.to(self.device),
+            logits_to_keep=kept,
+            **routing,
+        ).logits
+        out = []
+        for row, (_, _, ids, n, _) in enumerate(batch):
+            logp = torch.log_softmax(logits[row, kept - n - 1 : kept - 1].float(), -1)
+            targets = torch.tensor(ids[len(ids) - n :], device=self.device)[:, None]
+            out.append(logp.gather(1, targets).squeeze(1).tolist())
+        return out
 
     def load_weights(self, adapter: str | None, weights: dict[str, torch.Tensor]) -> None:
         """Install one adapter's LoRA tensors (peft names), or full weights when adapter is None."""
