@@ -1,6 +1,7 @@
 """``selfplay compare`` (docs/compare.md) on the tiny random model: two experiments (rlvr and
-SPIRAL with its exploitability) × 2 seeds under one token budget, evaluated on a 4-problem suite
-at 3 points of the budget, greedy + 2 samples + the reference's likelihood.
+SPIRAL with its exploitability) × 2 seeds under one token budget, evaluated on a 6-problem suite
+at 3 points of the budget (the points before the last on its first 3 problems), greedy + 2
+samples + the reference's likelihood.
 
 - its table holds, per experiment, what the run folders wrote (tokens, steps, the curve's points
   at the steps the budget's thirds were reached, the exploitability before and after);
@@ -59,8 +60,8 @@ def experiments(folder: Path) -> list[str]:
 
 
 def spec(paths: list[str], **changes) -> CompareSpec:
-    return CompareSpec(tuple(paths), seeds=2, budget=BUDGET, suite=SUITE, suite_size=4,
-                       samples=2, points=3, **changes)
+    return CompareSpec(tuple(paths), seeds=2, budget=BUDGET, suite=SUITE, suite_size=6,
+                       samples=2, points=3, curve_size=3, **changes)
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +96,12 @@ def test_the_table_holds_what_the_run_folders_wrote(compared):
             for step in points:
                 assert totals[step - 1] == [p["tokens"] for p in per_seed["curve"]
                                             if p["step"] == step][0]
-            evaluated = sorted(e["step"] for e in evaluations if e["which"] == "point"
-                               and e["folder"] == f"base-seed{seed}"
+            evaluated = sorted((e["step"], e["problems"]) for e in evaluations
+                               if e["which"] == "point" and e["folder"] == f"base-seed{seed}"
                                and e["experiment"] == row["experiment"])
-            assert evaluated == points
+            # the last point on the whole suite, the earlier ones on its first 3 problems
+            assert evaluated == [(p, 3) for p in points[:-1]] + [(points[-1], 6)]
+            assert all(p["problems"] == 3 for p in per_seed["curve"])
             # archived weights: only the points' are kept once evaluated
             archive = sorted(int(p.name[5:]) for p in (run_dir / "checkpoints" / "archive")
                              .iterdir())
@@ -137,29 +140,33 @@ def test_the_base_model_is_evaluated_once_per_model_suite_and_seed(compared):
     points = [e for e in rows(out / EVALUATIONS) if e["which"] == "point"]
     assert {e["key"] for e in points} == {e["key"] for e in bases}
     records = rows(out / bases[0]["records"])
-    assert [r["index"] for r in records] == [0, 1, 2, 3]
+    assert [(r["index"], r["id"]) for r in records] == [(i, f"chain_sum/{i}") for i in range(6)]
     assert all({"greedy", "n", "c", "logprob", "reference_tokens"} <= set(r) for r in records)
     assert all(r["n"] == 2 and r["logprob"] < 0 for r in records)
     table = json.loads((out / "results.json").read_text())
-    # the base point of every seed's curve is that seed's shared base evaluation
+    # the base point of every seed's curve is that seed's shared base evaluation, read on the
+    # 3 problems every point answered
     for row in table:
         for per_seed in row["per_seed"]:
-            base = next(b for b in bases if b["seed"] == per_seed["seed"])
-            assert per_seed["curve"][0] == {"step": 0, "tokens": 0.0, "greedy": base["greedy"],
-                                            "logprob": base["logprob"],
-                                            "pass@1": base["pass@1"], "pass@2": base["pass@2"]}
+            base = rows(out / next(b for b in bases if b["seed"] == per_seed["seed"])["records"])
+            assert per_seed["curve"][0] == pytest.approx({
+                "step": 0, "tokens": 0.0, "problems": 3,
+                "greedy": sum(r["greedy"] for r in base[:3]) / 3,
+                "logprob": sum(r["logprob"] for r in base[:3]) / 3,
+                "pass@1": sum(r["c"] / 2 for r in base[:3]) / 3,
+                "pass@2": sum(r["c"] > 0 for r in base[:3]) / 3})
 
 
 def plant(copy: Path, greedy: dict[str, list[int]], logprob: dict[str, list[float]]) -> None:
-    """Replace the records of the evaluations named ``experiment/folder/which-or-step``."""
+    """Replace the records of the base models (``base/seed<k>``) and of every point of a run
+    (``<experiment>/<folder>``): problem i's planted values, for the problems it answered."""
     for row in rows(copy / EVALUATIONS):
-        name = "base" if row["which"] == "base" else f"{row['experiment']}/{row['folder']}"
-        if row["which"] == "base":
-            name = f"base/seed{row['seed']}"
-        records = rows(copy / row["records"])
-        if name in greedy:
-            for record, g, lp in zip(records, greedy[name], logprob[name], strict=True):
-                record["greedy"], record["logprob"] = g, lp
+        name = (f"base/seed{row['seed']}" if row["which"] == "base"
+                else f"{row['experiment']}/{row['folder']}")
+        records = rows(copy / row["records"])  # a point before the last: the first 3 problems
+        for record in records:
+            i = record["index"]
+            record["greedy"], record["logprob"] = greedy[name][i], logprob[name][i]
         (copy / row["records"]).write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
@@ -167,9 +174,11 @@ def test_gain_interval_and_mde_are_the_paired_analysis_of_planted_records(compar
     _, out = compared
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    base = {"base/seed0": [0, 0, 1, 0], "base/seed1": [0, 0, 1, 0]}
-    final = {"tiny-rlvr/base-seed0": [1, 0, 1, 0], "tiny-rlvr/base-seed1": [1, 1, 1, 0],
-             "tiny-spiral/base-seed0": [0, 0, 0, 0], "tiny-spiral/base-seed1": [1, 0, 1, 0]}
+    base = {"base/seed0": [0, 0, 1, 0, 0, 0], "base/seed1": [0, 0, 1, 0, 0, 0]}
+    final = {"tiny-rlvr/base-seed0": [1, 0, 1, 0, 0, 0],
+             "tiny-rlvr/base-seed1": [1, 1, 1, 0, 0, 1],
+             "tiny-spiral/base-seed0": [0, 0, 0, 0, 0, 0],
+             "tiny-spiral/base-seed1": [1, 0, 1, 0, 0, 0]}
     logprob = {name: [-1.0 - 0.1 * i - 0.5 * g for i, g in enumerate(v)]
                for name, v in (base | final).items()}
     plant(copy, base | final, logprob)  # every point of a run gets the final's records
@@ -178,19 +187,21 @@ def test_gain_interval_and_mde_are_the_paired_analysis_of_planted_records(compar
     expected = paired_gain([base["base/seed0"], base["base/seed1"]],
                            [final["tiny-rlvr/base-seed0"], final["tiny-rlvr/base-seed1"]])
     assert rlvr["gain_greedy"] == pytest.approx(expected.as_dict())
-    # by hand: differences [1,0,0,0] and [1,1,0,0]: mean 3/8, 3 flips of 8 pairs
-    assert rlvr["gain_greedy"]["gain"] == pytest.approx(0.375, abs=1e-12)
-    assert rlvr["flip_rate"] == pytest.approx(0.375) and rlvr["mde_greedy"] == expected.mde
-    assert rlvr["mde_greedy"] >= mcnemar_mde(8, 0.0)  # never below what 8 pairs can show
+    # by hand: differences [1,0,0,0,0,0] and [1,1,0,0,0,1]: mean 4/12, 4 flips of 12 pairs
+    assert rlvr["gain_greedy"]["gain"] == pytest.approx(4 / 12, abs=1e-12)
+    assert rlvr["flip_rate"] == pytest.approx(4 / 12) and rlvr["mde_greedy"] == expected.mde
+    assert rlvr["mde_greedy"] >= mcnemar_mde(12, 0.0)  # never below what 12 pairs can show
     lp = paired_gain([logprob["base/seed0"], logprob["base/seed1"]],
                      [logprob["tiny-rlvr/base-seed0"], logprob["tiny-rlvr/base-seed1"]])
     assert rlvr["gain_logprob"]["gain"] == pytest.approx(lp.gain, abs=1e-12)
-    assert rlvr["gain_logprob"]["gain"] == pytest.approx(-0.5 * 3 / 8, abs=1e-12)
+    assert rlvr["gain_logprob"]["gain"] == pytest.approx(-0.5 * 4 / 12, abs=1e-12)
     # SPIRAL − rlvr, final against final on seeds 0 and 1
     versus = paired_gain([final["tiny-rlvr/base-seed0"], final["tiny-rlvr/base-seed1"]],
                          [final["tiny-spiral/base-seed0"], final["tiny-spiral/base-seed1"]])
     assert spiral["vs_first"] == pytest.approx(versus.as_dict())
-    assert spiral["vs_first"]["gain"] == pytest.approx(-3 / 8, abs=1e-12)  # -1,-1 and -1 of 8
+    assert spiral["vs_first"]["gain"] == pytest.approx(-4 / 12, abs=1e-12)  # 4 lost of 12
+    # the curve: every point on the first 3 problems (rlvr seed 1's final: 1, 1, 1 there)
+    assert rlvr["curve"][-1]["greedy"]["mean"] == pytest.approx((2 / 3 + 1) / 2, abs=1e-12)
     assert rlvr["vs_first"] is None
 
 
@@ -212,7 +223,7 @@ def test_a_second_invocation_skips_finished_work_and_redoes_a_missing_evaluation
     assert said.count("tokens)") == 1, said  # only the missing one
     # a different comparison on the same folder: one line
     assert main(["compare", *paths, "--seeds", "3", "--budget", str(BUDGET), "--suite", SUITE,
-                 "--suite-size", "4", "--out", str(out)]) == 2
+                 "--suite-size", "6", "--out", str(out)]) == 2
     assert "holds a different comparison" in capsys.readouterr().err
 
 

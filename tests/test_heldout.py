@@ -18,6 +18,7 @@ from selfplay.evaluation.evaluate import Problem
 from selfplay.evaluation.heldout import (
     Measures,
     base_key,
+    common_ids,
     evaluate_snapshot,
     reference_logprobs,
     scores,
@@ -101,8 +102,10 @@ def test_the_base_key_depends_on_the_seed_only_when_answers_are_sampled(tmp_path
 
 
 def test_summary_and_scores_from_records():
-    records = [{"index": 1, "family": "g", "greedy": 0, "n": 4, "c": 0, "logprob": -2.0},
-               {"index": 0, "family": "f", "greedy": 1, "n": 4, "c": 2, "logprob": -1.0}]
+    records = [{"id": "g/0", "index": 1, "family": "g", "greedy": 0, "n": 4, "c": 0,
+                "logprob": -2.0},
+               {"id": "f/0", "index": 0, "family": "f", "greedy": 1, "n": 4, "c": 2,
+                "logprob": -1.0}]
     row = summary(records, Measures("s", 2, samples=4))
     assert row["greedy"] == 0.5 and row["logprob"] == -1.5
     assert row["pass@1"] == pytest.approx(0.25) and row["pass@4"] == pytest.approx(0.5)
@@ -110,6 +113,8 @@ def test_summary_and_scores_from_records():
     assert scores(records, "greedy") == [1.0, 0.0]  # suite order, not file order
     assert scores(records, "pass@2", 2) == [pass_at_k(4, 2, 2), 0.0]
     assert scores(records, "logprob") == [-1.0, -2.0]
+    assert scores(records, "logprob", ids=["g/0"]) == [-2.0]  # paired by id: a curve's subset
+    assert common_ids(records, records[:1]) == ["g/0"]
 
 
 def test_a_tiny_runs_snapshots_give_one_record_per_problem(tmp_path):

@@ -26,8 +26,14 @@ from tests.conftest import tiny_config
 
 
 def experiment(folder: Path) -> str:
+    """Tiny SPIRAL: its games' rewards vary where the random model's rlvr answers are all
+    wrong (and would leave the adapters at zero), so the arms' final policies differ."""
     data = tiny_config(folder, name="tiny-sweep", train={"steps": 1, "lr": 5e-2})
-    data["rlvr"]["eval_size"] = 0
+    del data["rlvr"]
+    data |= {"loop": "spiral", "roles": {"player": {"prompt": "player"}},
+             "advantage": {"estimator": "rae"},
+             "spiral": {"games": [{"id": "kuhn_poker", "kwargs": {"rounds": 1}}],
+                        "games_per_step": 2, "eval_games": 0, "lenient": True}}
     path = folder / "tiny-sweep.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)
@@ -82,6 +88,7 @@ def test_the_table_is_the_paired_analysis_of_the_records(swept):
     versus = paired_gain([measured(final[("train.lr=0.05", s)], "logprob") for s in (0, 1)],
                          [measured(final[("train.lr=0.1", s)], "logprob") for s in (0, 1)])
     assert table[3]["vs_first"] == pytest.approx(versus.as_dict())
+    assert versus.gain != 0 and table[3]["gain"]["gain"] != 0  # the arms trained apart
     assert table[0]["vs_first"] is None
     page = (swept / "report" / "index.html").read_text()
     assert "Held-out suite, paired per problem and across seeds" in page

@@ -280,7 +280,7 @@ def cmd_compare(args) -> int:
     _quiet_libraries()
     spec = CompareSpec(tuple(args.experiments), args.seeds, args.budget, args.suite,
                        args.suite_size, args.samples, args.first_seed, args.eval_tokens,
-                       tuple(args.set), args.points, not args.no_likelihood)
+                       tuple(args.set), args.points, not args.no_likelihood, args.curve_size)
     power = PowerAsk(args.mde, args.flip_rate, args.base_accuracy)
     if args.plan:
         if args.out:
@@ -460,6 +460,9 @@ def parser() -> argparse.ArgumentParser:
                     help="max new tokens of every evaluation answer (the same for every loop)")
     cp.add_argument("--points", type=int, default=4,
                     help="evaluations along each run's budget, the final one included (>= 3)")
+    cp.add_argument("--curve-size", type=int, default=160,
+                    help="problems the points before the last answer (the first of each family; "
+                    "default 160); the last point and the base model answer the whole suite")
     cp.add_argument("--no-likelihood", action="store_true",
                     help="leave out the reference answer's log-probability")
     cp.add_argument("--plan", action="store_true",

@@ -51,6 +51,7 @@ from selfplay.evaluation.heldout import (
     Measures,
     base_key,
     cpu_seconds,
+    load_average,
     problems_for,
     record_evaluation,
 )
@@ -60,6 +61,7 @@ from selfplay.running.tracking import console
 DEFAULT_SUITE = "compare"
 DEFAULT_SUITE_SIZE = 640  # MDE ≤ 0.05 at flip rate 0.2 (docs/compare.md#power)
 DEFAULT_POINTS = 4
+DEFAULT_CURVE_SIZE = 160
 MIN_POINTS = 3  # a curve: the base and at least three points after it
 # every step's weights archived, so that any step can be a curve point
 CURVE_OVERRIDES = ("checkpoint.every=1", "checkpoint.archive_every=1")
@@ -82,6 +84,9 @@ class CompareSpec:
     overrides: tuple[str, ...] = ()
     points: int = DEFAULT_POINTS  # evaluations along each run's budget, the final one included
     likelihood: bool = True  # the reference answer's mean log-prob per token
+    # problems of the points before the last (the first of each family; the curve is read on
+    # them at every point): a curve needs less precision than the final gain
+    curve_size: int = DEFAULT_CURVE_SIZE
 
     def as_manifest(self) -> dict:
         return asdict(self) | {"experiments": list(self.experiments),
@@ -109,7 +114,8 @@ def _positive(spec: CompareSpec) -> None:
     if not spec.experiments:
         raise UserError("give at least one experiment")
     for flag, value in (("--seeds", spec.seeds), ("--budget", spec.budget),
-                        ("--suite-size", spec.suite_size), ("--eval-tokens", spec.eval_tokens)):
+                        ("--suite-size", spec.suite_size), ("--eval-tokens", spec.eval_tokens),
+                        ("--curve-size", spec.curve_size)):
         if value is None or value < 1:
             raise UserError(f"{flag} {value}: must be a positive integer")
     if spec.samples is None or spec.samples < 0:
@@ -244,9 +250,14 @@ def jobs(folder: Path, manifest: dict) -> list[Job]:
             for entry in read_manifest(folder / name)["runs"]]
 
 
-def measures_of(manifest: dict) -> Measures:
-    return Measures(manifest["suite"], manifest["suite_size"], manifest["samples"],
-                    manifest["eval_tokens"], manifest.get("likelihood", True))
+def measures_of(manifest: dict, curve: bool = False) -> Measures:
+    """The measures of the comparison's evaluations; ``curve``: of a point before the last,
+    on the first ``curve_size`` problems."""
+    size = manifest["suite_size"]
+    if curve:
+        size = min(size, manifest.get("curve_size", size))
+    return Measures(manifest["suite"], size, manifest["samples"], manifest["eval_tokens"],
+                    manifest.get("likelihood", True))
 
 
 def run_job(folder: Path, job: Job, processes: bool) -> None:
@@ -262,15 +273,16 @@ def run_job(folder: Path, job: Job, processes: bool) -> None:
     sweeps._mark(sweep_dir, sweep_manifest, entry, "failed" if error else "finished", error)
     _append(folder / TIMES, {"experiment": job.name, "folder": entry["folder"],
                              "seconds": time.perf_counter() - start,
-                             "cpu_seconds": cpu_seconds() - cpu, "error": error})
+                             "cpu_seconds": cpu_seconds() - cpu, "error": error,
+                             "load_average": load_average()})
     if error:
         console.print(f"[red]{job.label} failed:[/] {error}")
 
 
 def _evaluate(folder: Path, manifest: dict, run_dir: Path, step: int, row: dict,
-              records_path: Path) -> bool:
-    return record_evaluation(folder, run_dir, step, measures_of(manifest), row, records_path,
-                             EVALUATIONS)
+              records_path: Path, curve: bool = False) -> bool:
+    return record_evaluation(folder, run_dir, step, measures_of(manifest, curve), row,
+                             records_path, EVALUATIONS)
 
 
 def evaluate_run(folder: Path, manifest: dict, job: Job, done: dict) -> None:
@@ -289,14 +301,15 @@ def evaluate_run(folder: Path, manifest: dict, job: Job, done: dict) -> None:
                      folder / RECORDS / f"base-{key}.jsonl"):
             done[("base", key)] = True
     points = curve_points(run_dir, manifest["budget"], manifest["points"])
-    for point in points:
+    for number, point in enumerate(points):
         if (job.name, job.entry["folder"], point["step"]) in done:
             continue
         console.print(f"[bold]compare[/] {job.label}: step {point['step']} "
                       f"({point['tokens']:.0f} tokens)")
         path = folder / RECORDS / job.name / job.entry["folder"] / f"step-{point['step']}.jsonl"
         if _evaluate(folder, manifest, run_dir, point["step"],
-                     base | {"which": "point", "key": key, "tokens": point["tokens"]}, path):
+                     base | {"which": "point", "key": key, "tokens": point["tokens"]}, path,
+                     curve=number < len(points) - 1):
             done[(job.name, job.entry["folder"], point["step"])] = True
     if all((job.name, job.entry["folder"], p["step"]) in done for p in points):
         _prune_archive(run_dir, {p["step"] for p in points})

@@ -24,7 +24,7 @@ from curricula.analysis.tasks import validity_rate
 from selfplay.analysis.rundata import read_jsonl
 from selfplay.analysis.sweepdata import read_manifest, run_finished
 from selfplay.core.errors import UserError
-from selfplay.evaluation.heldout import read_records, scores
+from selfplay.evaluation.heldout import common_ids, read_records, scores
 from selfplay.stats.compute import ComputeFitError, fit_compute_curve
 from selfplay.stats.paired import PairedGain, paired_gain
 from selfplay.stats.seeds import t_interval
@@ -172,17 +172,33 @@ def per_seed(folder: Path, name: str, entry: dict, evaluations: Evaluations, tim
         "eval_cpu_seconds": sum(p["cpu_seconds"] for p in points) if points else None,
         "base_greedy": base and base["greedy"], "final_greedy": final and final["greedy"],
         "gain_greedy": final["greedy"] - base["greedy"] if final and base else None,
-        "curve": [{"step": 0, "tokens": 0.0, **_measures(base)}] * bool(base)
-        + [{"step": p["step"], "tokens": p["tokens"], **_measures(p)} for p in points],
+        "curve": _curve(evaluations, base, points),
         "exploitability": exploitability(run_dir),
         "_base": base, "_final": final,
         **curriculum(run_dir),
     }
 
 
-def _measures(row: dict | None) -> dict:
-    keys = ("greedy", "logprob", "pass@1", *(k for k in (row or {}) if k.startswith("pass@")))
-    return {k: row[k] for k in dict.fromkeys(keys) if row and k in row}
+def _curve(evaluations: Evaluations, base: dict | None, points: list[dict]) -> list[dict]:
+    """The run's curve: the base model (step 0, no tokens) and each point, every one read on the
+    problems all of them answered (a point before the last answers the first ``curve_size``)."""
+    if base is None or not points:
+        return []
+    rows = [base, *points]
+    records = [evaluations.records(r) for r in rows]
+    ids = common_ids(*records)
+    measures = ["greedy", *(m for m in ("logprob",) if m in base),
+                *(k for k in base if k.startswith("pass@"))]
+    curve = []
+    for row, answered in zip(rows, records, strict=True):
+        point = {"step": 0 if row is base else row["step"],
+                 "tokens": 0.0 if row is base else row["tokens"], "problems": len(ids)}
+        for measure in measures:
+            k = int(measure[5:]) if measure.startswith("pass@") else 1
+            values = scores(answered, measure, k, ids)
+            point[measure] = sum(values) / len(values) if values else None
+        curve.append(point)
+    return curve
 
 
 def paired(evaluations: Evaluations, seeds: list[dict], measure: str, k: int = 1,
@@ -199,8 +215,10 @@ def paired(evaluations: Evaluations, seeds: list[dict], measure: str, k: int = 1
                         for pair in pairs for row in pair):
         return None
     try:
-        before = [scores(evaluations.records(b), measure, k) for b, _ in pairs]
-        after = [scores(evaluations.records(a), measure, k) for _, a in pairs]
+        records = [(evaluations.records(b), evaluations.records(a)) for b, a in pairs]
+        ids = common_ids(*[r for pair in records for r in pair])
+        before = [scores(b, measure, k, ids) for b, _ in records]
+        after = [scores(a, measure, k, ids) for _, a in records]
         return paired_gain(before, after)
     except (KeyError, ValueError):  # no such measure in the records, or one problem
         return None
@@ -217,7 +235,7 @@ def curve(seeds: list[dict]) -> list[dict]:
         at = [c[index] for c in done if len(c) > index]
         point = {"tokens": mean([p["tokens"] for p in at]), "seeds": len(at)}
         for key in at[0]:
-            if key not in ("step", "tokens"):
+            if key not in ("step", "tokens", "problems"):
                 point[key] = interval([p.get(key) for p in at])
         out.append(point)
     return out

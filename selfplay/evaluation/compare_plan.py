@@ -14,13 +14,15 @@ run starts (docs/compare.md#plan).
   S·n pairs; and the seed-to-seed spread of gains the seeds tolerate (a t-test on S per-seed
   gains detects d_z·σ).
 - **CPU time**: runs (per experiment, overhead + rate × budget, from ``costs.RUNS`` or a
-  finished comparison's ``--costs``) plus evaluations ((bases + runs × points) × (loading +
-  problems × the pilot's cost a problem)).
+  finished comparison's ``--costs``) plus evaluations (base models and last points on the
+  suite, the earlier points on ``curve_size`` problems; each loading + problems × the pilot's
+  cost a problem).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -121,8 +123,10 @@ def costs_from_folder(folder: Path) -> tuple[dict[str, RunCost], dict | None]:
             continue
         share = min(sum(r.get("time/step_seconds", 0.0) for r in rows) / walls[(name, run)], 1.0)
         found.setdefault(name, []).append((cpu * (1 - share), cpu * share / tokens * 1000))
+    loads = [r["load_average"] for r in read_jsonl(folder / TIMES) if "load_average" in r]
+    at = f", load {sum(loads) / len(loads):.1f} on {os.cpu_count()} cores" if loads else ""
     runs = {name: RunCost(sum(o for o, _ in v) / len(v), sum(r for _, r in v) / len(v),
-                          f"measured in {folder}") for name, v in found.items()}
+                          f"measured in {folder}{at}") for name, v in found.items()}
     evaluations = [r for r in read_jsonl(folder / "evaluations.jsonl")
                    if "load_cpu_seconds" in r and r.get("problems")]
     evaluation = None
@@ -130,8 +134,10 @@ def costs_from_folder(folder: Path) -> tuple[dict[str, RunCost], dict | None]:
         load = sum(r["load_cpu_seconds"] for r in evaluations) / len(evaluations)
         per_problem = sum((r["cpu_seconds"] - r["load_cpu_seconds"]) / r["problems"]
                           for r in evaluations) / len(evaluations)
+        loads = [r["load_average"] for r in evaluations if "load_average" in r]
+        at = f", load {sum(loads) / len(loads):.1f} on {os.cpu_count()} cores" if loads else ""
         evaluation = {"load": load, "per_problem": per_problem, "eval_tokens":
-                      manifest["eval_tokens"], "source": f"measured in {folder}"}
+                      manifest["eval_tokens"], "source": f"measured in {folder}{at}"}
     return runs, evaluation
 
 
@@ -195,17 +201,23 @@ def plan(spec, ask: PowerAsk, costs_folder: Path | None = None, hours: float | N
                 if problems < spec.suite_size else "")
              + f", greedy{f' + {spec.samples} samples' if spec.samples else ''}"
              + (" + the reference's likelihood" if spec.likelihood else "")
-             + f", at most {spec.eval_tokens} tokens an answer"]
+             + f", at most {spec.eval_tokens} tokens an answer; the points before the last on "
+             f"{min(spec.curve_size, problems)}"]
     base_accuracy = ask.base_accuracy
     if base_accuracy is None:
         measured_pilot = pilot(spec, arms[0].configs[0], pilot_size)
         base_accuracy = measured_pilot["greedy"]
         lines.append(f"base accuracy {base_accuracy:.3f} (measured: {measured_pilot['problems']} "
-                     f"problems greedy, {measured_pilot['cpu_seconds']:.0f} CPU s)")
+                     f"problems greedy, {measured_pilot['cpu_seconds']:.0f} CPU s at load "
+                     f"{measured_pilot['load_average']:.1f} on {os.cpu_count()} cores)")
         if evaluation is None:
             evaluation = {"load": measured_pilot["load_cpu_seconds"], "per_problem":
                           (measured_pilot["cpu_seconds"] - measured_pilot["load_cpu_seconds"])
                           / max(measured_pilot["problems"], 1), "source": "the pilot"}
+        if measured_pilot["load_average"] > (os.cpu_count() or 1):
+            lines.append("the machine was busy: CPU seconds measured now overstate a quiet "
+                         "machine's (threads waiting on each other spin); plan again when it "
+                         "is quiet, or take --costs from a comparison run then")
     else:
         lines.append(f"base accuracy {base_accuracy:.3f} (given)")
     psi, where = assumed_flip_rate(ask, base_accuracy)
@@ -241,9 +253,12 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
     runs_cpu = sum(spec.seeds * (c.overhead + c.per_1k * spec.budget / 1000)
                    for c in run_costs.values())
     keys = {base_key(config, spec.measures, config.seed) for arm in arms for config in arm.configs}
-    evaluations = len(keys) + len(arms) * spec.seeds * spec.points
+    runs = len(arms) * spec.seeds
+    curve = min(spec.curve_size, problems)
     one = evaluation["load"] + problems * evaluation["per_problem"]
-    eval_cpu = evaluations * one
+    small = evaluation["load"] + curve * evaluation["per_problem"]
+    evaluations = len(keys) + runs * spec.points
+    eval_cpu = (len(keys) + runs) * one + runs * (spec.points - 1) * small
     total = runs_cpu + eval_cpu
     lines = ["CPU time, run by run (overhead + rate × budget; wall ≈ CPU on a quiet machine):"]
     for name, cost in run_costs.items():
@@ -251,9 +266,11 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
         lines.append(f"  {name}: {spec.seeds} × {each:.0f} s ({cost.overhead:.0f} s + "
                      f"{cost.per_1k:.1f} s per 1k tokens; {cost.source})")
     lines.append(f"evaluations: {len(keys)} of the base model (shared by every run with its "
-                 f"model and seed) + {len(arms) * spec.seeds} runs × {spec.points} points = "
-                 f"{evaluations}, {one:.0f} CPU s each ({evaluation['load']:.0f} s loading + "
-                 f"{problems} × {evaluation['per_problem']:.3f} s; {evaluation['source']})")
+                 f"model and seed) + {runs} runs × {spec.points} points = {evaluations}: the "
+                 f"base models and last points on {problems} problems, {one:.0f} CPU s each, "
+                 f"the {runs * (spec.points - 1)} earlier points on {curve}, {small:.0f} s each "
+                 f"({evaluation['load']:.0f} s loading + {evaluation['per_problem']:.3f} s a "
+                 f"problem; {evaluation['source']})")
     lines.append(f"total: {_hours(total)} CPU (runs {_hours(runs_cpu)}, evaluations "
                  f"{_hours(eval_cpu)})")
     if hours is not None:

@@ -10,8 +10,11 @@ Each problem of the suite gets, from one snapshot of a run's weights:
   ``\\boxed{`` + answer + ``}`` after the prompt (one forward pass, no generation; the closing
   brace ends the answer, so "4" is not credited for the start of "42").
 
-The records of one evaluation are written as one JSONL file; pairing is by the problem's index
-in the suite, which is fixed (seeded generation, deduplicated questions). A snapshot is the
+The records of one evaluation are written as one JSONL file; pairing is by the problem's id,
+``<family>/<k>`` (its place among its family's problems), which is fixed (seeded generation,
+deduplicated questions) and does not depend on the suite's size: a smaller suite is the first
+problems of each family of a larger one, so a curve point evaluated on fewer problems pairs
+with the full evaluations on those it has. A snapshot is the
 run's step-0 LoRA adapters (the base model) or an archived step; the base model's records depend
 on the model, the engine, the suite and these settings, and on the seed only when answers are
 sampled, so ``base_key`` names them and a comparison computes them once.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import resource
 import time
 from dataclasses import asdict, dataclass
@@ -57,6 +61,12 @@ def cpu_seconds() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average: costs measured on a busy machine overstate a quiet
+    one's (other processes' threads, and torch's own threads spinning while they wait)."""
+    return os.getloadavg()[0]
 
 
 # ------------------------------------------------------------------ the suite
@@ -110,11 +120,12 @@ def answer_records(model, adapter: str, problems: list[Problem], measures: Measu
     sampled = (asyncio.run(_run_setting(model, problems, measures.samples, 1.0, measures.tokens,
                                         None, adapter, seed)) if measures.samples else None)
     likelihood = reference_logprobs(model, adapter, problems) if measures.likelihood else None
-    records = []
+    records, seen = [], {}
     for index, problem in enumerate(problems):
         answer = greedy[index][0]
-        record = {"index": index, "family": problem.family, "greedy": int(answer["correct"]),
-                  "answer": answer["answer"]}
+        place = seen[problem.family] = seen.get(problem.family, -1) + 1
+        record = {"id": f"{problem.family}/{place}", "index": index, "family": problem.family,
+                  "greedy": int(answer["correct"]), "answer": answer["answer"]}
         if sampled is not None:
             record |= {"n": len(sampled[index]), "c": sum(a["correct"] for a in sampled[index])}
         if likelihood is not None:
@@ -146,7 +157,7 @@ def evaluate_snapshot(run_dir: Path, step: int | None, measures: Measures) -> di
     return summary(records, measures) | {
         "step": snapshot.step, "records": records, "generated_tokens": generated,
         "seconds": time.perf_counter() - start, "cpu_seconds": cpu_seconds() - cpu,
-        "load_cpu_seconds": loaded}
+        "load_cpu_seconds": loaded, "load_average": load_average()}
 
 
 def summary(records: list[dict], measures: Measures) -> dict:
@@ -203,12 +214,21 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def scores(records: list[dict], measure: str, k: int = 1) -> list[float]:
-    """One number per problem, in suite order: ``greedy`` (0/1), ``pass@k`` (unbiased, from
-    the sampled answers), ``logprob``."""
-    ordered = sorted(records, key=lambda r: r["index"])
+def scores(records: list[dict], measure: str, k: int = 1,
+           ids: list[str] | None = None) -> list[float]:
+    """One number per problem, in the order of ``ids`` (default: the records' suite order):
+    ``greedy`` (0/1), ``pass@k`` (unbiased, from the sampled answers), ``logprob``."""
+    by_id = {r["id"]: r for r in records}
+    ordered = [by_id[i] for i in ids] if ids is not None else sorted(
+        records, key=lambda r: r["index"])
     if measure == "greedy":
         return [float(r["greedy"]) for r in ordered]
     if measure.startswith("pass@"):
         return [pass_at_k(r["n"], r["c"], k) for r in ordered]
     return [float(r[measure]) for r in ordered]
+
+
+def common_ids(*evaluations: list[dict]) -> list[str]:
+    """The problems every evaluation answered, in the first one's suite order."""
+    shared = set.intersection(*[{r["id"] for r in records} for records in evaluations])
+    return [r["id"] for r in sorted(evaluations[0], key=lambda r: r["index"]) if r["id"] in shared]

@@ -23,6 +23,7 @@ from selfplay.core.errors import UserError
 from selfplay.evaluation.heldout import (
     Measures,
     base_key,
+    common_ids,
     problems_for,
     read_records,
     record_evaluation,
@@ -84,9 +85,11 @@ def evaluate_sweep(sweep_dir: Path, measures: Measures) -> Path:
 
 
 def _gain(folder: Path, pairs: list[tuple[dict, dict]], measure: str, k: int = 1) -> PairedGain:
-    before = [scores(read_records(folder / b["records"]), measure, k) for b, _ in pairs]
-    after = [scores(read_records(folder / a["records"]), measure, k) for _, a in pairs]
-    return paired_gain(before, after)
+    records = [(read_records(folder / b["records"]), read_records(folder / a["records"]))
+               for b, a in pairs]
+    ids = common_ids(*[r for pair in records for r in pair])
+    return paired_gain([scores(b, measure, k, ids) for b, _ in records],
+                       [scores(a, measure, k, ids) for _, a in records])
 
 
 def summarize(folder: Path, manifest: dict) -> list[dict]:
