@@ -274,8 +274,8 @@ def _sweep_suite(args):
 
 
 def cmd_compare(args) -> int:
-    from selfplay.evaluation.compare import CompareSpec, compare
-    from selfplay.evaluation.compare_plan import PowerAsk, plan
+    from selfplay.evaluation.compare import CompareSpec, PowerAsk, compare
+    from selfplay.evaluation.compare_plan import plan
 
     _quiet_libraries()
     spec = CompareSpec(tuple(args.experiments), args.seeds, args.budget, args.suite,

@@ -26,6 +26,7 @@ finished runs and evaluations.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -57,6 +58,7 @@ from selfplay.evaluation.heldout import (
 )
 from selfplay.running import sweep as sweeps
 from selfplay.running.tracking import console
+from selfplay.stats.power import ALPHA, POWER, flip_rate, mcnemar_mde, mcnemar_sample_size
 
 DEFAULT_SUITE = "compare"
 DEFAULT_SUITE_SIZE = 640  # MDE ≤ 0.05 at flip rate 0.2 (docs/compare.md#power)
@@ -185,6 +187,58 @@ def check(spec: CompareSpec) -> tuple[list[Arm], int]:
     return arms, len(problems)
 
 
+# ------------------------------------------------------------------ power
+CORRELATION = 0.5  # phi correlation of base and trained correctness, when ψ is not given
+DEFAULT_EFFECT = 0.05  # the effect ψ is worked out at when no --mde is asked
+
+
+@dataclass(frozen=True)
+class PowerAsk:
+    """What the user asks of the comparison's power: nothing is required."""
+
+    mde: float | None = None  # refuse a suite that cannot detect this gain
+    flip_rate: float | None = None
+    base_accuracy: float | None = None
+
+    def check(self) -> None:
+        for flag, value in (("--mde", self.mde), ("--flip-rate", self.flip_rate)):
+            if value is not None and not 0 < value <= 1:
+                raise UserError(f"{flag} {value}: must be in (0, 1]")
+        if self.base_accuracy is not None and not 0 <= self.base_accuracy <= 1:
+            raise UserError(f"--base-accuracy {self.base_accuracy}: must be in [0, 1]")
+
+
+def assumed_flip_rate(ask: PowerAsk, base_accuracy: float | None) -> tuple[float, str]:
+    """ψ and a sentence saying where it comes from."""
+    if ask.flip_rate is not None:
+        return ask.flip_rate, f"flip rate ψ {ask.flip_rate:.3f} (given)"
+    effect = ask.mde or DEFAULT_EFFECT
+    worst = base_accuracy is None
+    p = 0.5 - effect / 2 if worst else base_accuracy
+    p = min(max(p, 0.0), 1.0 - effect)
+    psi = max(flip_rate(p, p + effect, CORRELATION), effect)
+    where = ("the worst base accuracy" if worst else f"base accuracy {p:.3f}")
+    return psi, (f"flip rate ψ {psi:.3f} assumed (phi correlation {CORRELATION} between base and "
+                 f"trained answers, {where} → +{effect:.2f}; --flip-rate sets it)")
+
+
+def check_power(spec, problems: int, ask: PowerAsk, base_accuracy: float | None = None) -> None:
+    """A suite too small for the ``--mde`` asked: one line naming the size that would do."""
+    ask.check()
+    if ask.mde is None:
+        return
+    psi, _ = assumed_flip_rate(ask, base_accuracy if base_accuracy is not None
+                               else ask.base_accuracy)
+    detectable = mcnemar_mde(problems, psi)
+    if detectable > ask.mde:
+        needed = math.ceil(mcnemar_sample_size(ask.mde, psi))
+        asked = (f"the suite has {problems} problems" if problems < spec.suite_size
+                 else f"--suite-size {problems}")
+        raise UserError(f"{asked} detects gains of {detectable:.3f} or more (paired, flip rate "
+                        f"ψ {psi:.3f}, α {ALPHA}, power {POWER}); a gain of {ask.mde} needs "
+                        f"{needed} problems: --suite-size {needed}")
+
+
 # ------------------------------------------------------------------ the folder
 def default_folder() -> Path:
     return Path("runs") / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -210,10 +264,9 @@ def create(spec: CompareSpec, out: Path, arms: list[Arm]) -> Path:
     return out
 
 
-def open_folder(spec: CompareSpec, out: Path | None, power=None) -> Path:
+def open_folder(spec: CompareSpec, out: Path | None, power: PowerAsk | None = None) -> Path:
     """The folder of ``spec``: found again (same spec) or made after every check (with
-    ``power``, a ``selfplay.evaluation.compare_plan.PowerAsk``: the suite must be large enough
-    for the effect it asks)."""
+    ``power``: the suite must be large enough for the effect it asks)."""
     if out is not None and (Path(out) / MANIFEST).is_file():
         folder = Path(out).resolve()
         manifest = read_compare(folder)
@@ -223,8 +276,6 @@ def open_folder(spec: CompareSpec, out: Path | None, power=None) -> Path:
         return folder
     arms, problems = check(spec)
     if power is not None:
-        from selfplay.evaluation.compare_plan import check_power
-
         check_power(spec, problems, power)
     return create(spec, Path(out) if out else default_folder(), arms)
 
@@ -356,7 +407,7 @@ def run_all(folder: Path, processes: bool = True) -> None:
 
 
 def compare(spec: CompareSpec, out: Path | None = None, processes: bool = True,
-            power=None) -> Path:
+            power: PowerAsk | None = None) -> Path:
     """``selfplay compare``: the folder (made or found), its runs and evaluations, the table."""
 
     folder = open_folder(spec, out, power)

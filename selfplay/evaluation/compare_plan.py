@@ -31,65 +31,10 @@ from pathlib import Path
 from selfplay.analysis.rundata import read_jsonl
 from selfplay.core.errors import UserError
 from selfplay.evaluation import costs
-from selfplay.stats.power import (
-    ALPHA,
-    POWER,
-    detectable_d,
-    flip_rate,
-    mcnemar_mde,
-    mcnemar_sample_size,
-)
+from selfplay.evaluation.compare import PowerAsk, assumed_flip_rate, check, check_power
+from selfplay.stats.power import ALPHA, POWER, detectable_d, mcnemar_mde, mcnemar_sample_size
 
 PILOT = 64  # problems the pilot evaluates
-CORRELATION = 0.5  # phi correlation of base and trained correctness, when ψ is not given
-DEFAULT_EFFECT = 0.05  # the effect ψ is worked out at when no --mde is asked
-
-
-@dataclass(frozen=True)
-class PowerAsk:
-    """What the user asks of the comparison's power: nothing is required."""
-
-    mde: float | None = None  # refuse a suite that cannot detect this gain
-    flip_rate: float | None = None
-    base_accuracy: float | None = None
-
-    def check(self) -> None:
-        for flag, value in (("--mde", self.mde), ("--flip-rate", self.flip_rate)):
-            if value is not None and not 0 < value <= 1:
-                raise UserError(f"{flag} {value}: must be in (0, 1]")
-        if self.base_accuracy is not None and not 0 <= self.base_accuracy <= 1:
-            raise UserError(f"--base-accuracy {self.base_accuracy}: must be in [0, 1]")
-
-
-def assumed_flip_rate(ask: PowerAsk, base_accuracy: float | None) -> tuple[float, str]:
-    """ψ and a sentence saying where it comes from."""
-    if ask.flip_rate is not None:
-        return ask.flip_rate, f"flip rate ψ {ask.flip_rate:.3f} (given)"
-    effect = ask.mde or DEFAULT_EFFECT
-    worst = base_accuracy is None
-    p = 0.5 - effect / 2 if worst else base_accuracy
-    p = min(max(p, 0.0), 1.0 - effect)
-    psi = max(flip_rate(p, p + effect, CORRELATION), effect)
-    where = ("the worst base accuracy" if worst else f"base accuracy {p:.3f}")
-    return psi, (f"flip rate ψ {psi:.3f} assumed (phi correlation {CORRELATION} between base and "
-                 f"trained answers, {where} → +{effect:.2f}; --flip-rate sets it)")
-
-
-def check_power(spec, problems: int, ask: PowerAsk, base_accuracy: float | None = None) -> None:
-    """A suite too small for the ``--mde`` asked: one line naming the size that would do."""
-    ask.check()
-    if ask.mde is None:
-        return
-    psi, _ = assumed_flip_rate(ask, base_accuracy if base_accuracy is not None
-                               else ask.base_accuracy)
-    detectable = mcnemar_mde(problems, psi)
-    if detectable > ask.mde:
-        needed = math.ceil(mcnemar_sample_size(ask.mde, psi))
-        asked = (f"the suite has {problems} problems" if problems < spec.suite_size
-                 else f"--suite-size {problems}")
-        raise UserError(f"{asked} detects gains of {detectable:.3f} or more (paired, flip rate "
-                        f"ψ {psi:.3f}, α {ALPHA}, power {POWER}); a gain of {ask.mde} needs "
-                        f"{needed} problems: --suite-size {needed}")
 
 
 # ------------------------------------------------------------------ costs
@@ -185,7 +130,6 @@ def _hours(seconds: float) -> str:
 def plan(spec, ask: PowerAsk, costs_folder: Path | None = None, hours: float | None = None,
          pilot_size: int = PILOT) -> Plan:
     """Every check ``compare`` makes, the pilot, the MDE and the CPU time, as lines to print."""
-    from selfplay.evaluation.compare import check
     from selfplay.evaluation.heldout import base_key
 
     ask.check()
