@@ -433,7 +433,7 @@ def parser() -> argparse.ArgumentParser:
                     help="Ray: GPUs each run holds (default: 1 if the cluster has GPUs, else 0)")
     sw.add_argument("--suite", help="after the runs, evaluate each run's base model and final "
                     "policy on this held-out suite, paired (compare, rg:<family>,..., a .jsonl)")
-    sw.add_argument("--suite-size", type=int, default=640, help="--suite: problems")
+    sw.add_argument("--suite-size", type=int, default=720, help="--suite: problems")
     sw.add_argument("--samples", type=int, default=0,
                     help="--suite: sampled answers a problem besides the greedy one (pass@k)")
     sw.add_argument("--eval-tokens", type=int, default=16, help="--suite: max new tokens")
@@ -450,8 +450,8 @@ def parser() -> argparse.ArgumentParser:
                     help="generated tokens per run (train.token_budget)")
     cp.add_argument("--suite", default="compare",
                     help="held-out suite: compare (default), rg:<family>,..., a .jsonl, hf:<set>")
-    cp.add_argument("--suite-size", type=int, default=640,
-                    help="problems in the suite (default 640: MDE 0.05 at flip rate 0.2)")
+    cp.add_argument("--suite-size", type=int, default=720,
+                    help="problems in the suite (default 720: MDE 0.05 at flip rate 0.23)")
     cp.add_argument("--samples", type=int, default=0,
                     help="sampled answers per problem besides the greedy one, for pass@k "
                     "(default 0: greedy and the reference's likelihood only)")

@@ -61,7 +61,7 @@ from selfplay.running.tracking import console
 from selfplay.stats.power import ALPHA, POWER, flip_rate, mcnemar_mde, mcnemar_sample_size
 
 DEFAULT_SUITE = "compare"
-DEFAULT_SUITE_SIZE = 640  # MDE ≤ 0.05 at flip rate 0.2 (docs/compare.md#power)
+DEFAULT_SUITE_SIZE = 720  # MDE ≤ 0.05 at the base model's flip rate (docs/compare.md#the-suite)
 DEFAULT_POINTS = 4
 DEFAULT_CURVE_SIZE = 160
 MIN_POINTS = 3  # a curve: the base and at least three points after it

@@ -43,6 +43,13 @@ class RunCost:
     overhead: float  # CPU s a run spends besides its steps
     per_1k: float  # CPU s per 1,000 generated tokens
     source: str
+    step_tokens: float = 0.0  # generated tokens a step: a run overshoots its budget by ~half
+
+    def tokens(self, budget: int) -> float:
+        return budget + self.step_tokens / 2
+
+    def cpu(self, budget: int) -> float:
+        return self.overhead + self.per_1k * self.tokens(budget) / 1000
 
 
 def costs_from_folder(folder: Path) -> tuple[dict[str, RunCost], dict | None]:
@@ -67,11 +74,13 @@ def costs_from_folder(folder: Path) -> tuple[dict[str, RunCost], dict | None]:
         if not tokens or not walls[(name, run)]:
             continue
         share = min(sum(r.get("time/step_seconds", 0.0) for r in rows) / walls[(name, run)], 1.0)
-        found.setdefault(name, []).append((cpu * (1 - share), cpu * share / tokens * 1000))
+        found.setdefault(name, []).append((cpu * (1 - share), cpu * share / tokens * 1000,
+                                           tokens / len(rows)))
     loads = [r["load_average"] for r in read_jsonl(folder / TIMES) if "load_average" in r]
     at = f", load {sum(loads) / len(loads):.1f} on {os.cpu_count()} cores" if loads else ""
-    runs = {name: RunCost(sum(o for o, _ in v) / len(v), sum(r for _, r in v) / len(v),
-                          f"measured in {folder}{at}") for name, v in found.items()}
+    runs = {name: RunCost(sum(o for o, _, _ in v) / len(v), sum(r for _, r, _ in v) / len(v),
+                          f"measured in {folder}{at}", sum(t for _, _, t in v) / len(v))
+            for name, v in found.items()}
     evaluations = [r for r in read_jsonl(folder / "evaluations.jsonl")
                    if "load_cpu_seconds" in r and r.get("problems")]
     evaluation = None
@@ -91,11 +100,12 @@ def run_cost(name: str, measured: dict[str, RunCost]) -> RunCost:
     if name in measured:
         return measured[name]
     if name in costs.RUNS:
-        overhead, per_1k = costs.RUNS[name]
-        return RunCost(overhead, per_1k, f"shipped ({costs.MEASURED})")
-    overhead = max(o for o, _ in costs.RUNS.values())
-    per_1k = max(r for _, r in costs.RUNS.values())
-    return RunCost(overhead, per_1k, "not measured: the dearest shipped loop's")
+        overhead, per_1k, step = costs.RUNS[name]
+        return RunCost(overhead, per_1k, f"shipped ({costs.MEASURED})", step)
+    overhead = max(o for o, _, _ in costs.RUNS.values())
+    per_1k = max(r for _, r, _ in costs.RUNS.values())
+    step = max(t for _, _, t in costs.RUNS.values())
+    return RunCost(overhead, per_1k, "not measured: the dearest shipped loop's", step)
 
 
 # ------------------------------------------------------------------ the pilot
@@ -194,8 +204,7 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
         evaluation = {"load": costs.EVALUATION[0], "per_problem": costs.EVALUATION[1],
                       "source": f"shipped ({costs.EVALUATION_MEASURED})"}
     run_costs = {arm.name: run_cost(arm.name, measured) for arm in arms}
-    runs_cpu = sum(spec.seeds * (c.overhead + c.per_1k * spec.budget / 1000)
-                   for c in run_costs.values())
+    runs_cpu = sum(spec.seeds * c.cpu(spec.budget) for c in run_costs.values())
     keys = {base_key(config, spec.measures, config.seed) for arm in arms for config in arm.configs}
     runs = len(arms) * spec.seeds
     curve = min(spec.curve_size, problems)
@@ -204,11 +213,12 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
     evaluations = len(keys) + runs * spec.points
     eval_cpu = (len(keys) + runs) * one + runs * (spec.points - 1) * small
     total = runs_cpu + eval_cpu
-    lines = ["CPU time, run by run (overhead + rate × budget; wall ≈ CPU on a quiet machine):"]
+    lines = ["CPU time, run by run (overhead + rate × tokens; wall ≈ CPU on a quiet machine):"]
     for name, cost in run_costs.items():
-        each = cost.overhead + cost.per_1k * spec.budget / 1000
-        lines.append(f"  {name}: {spec.seeds} × {each:.0f} s ({cost.overhead:.0f} s + "
-                     f"{cost.per_1k:.1f} s per 1k tokens; {cost.source})")
+        lines.append(f"  {name}: {spec.seeds} × {cost.cpu(spec.budget):.0f} s "
+                     f"({cost.overhead:.0f} s + {cost.per_1k:.1f} s per 1k tokens × "
+                     f"{cost.tokens(spec.budget):,.0f} tokens, the budget and half a step of "
+                     f"{cost.step_tokens:.0f}; {cost.source})")
     lines.append(f"evaluations: {len(keys)} of the base model (shared by every run with its "
                  f"model and seed) + {runs} runs × {spec.points} points = {evaluations}: the "
                  f"base models and last points on {problems} problems, {one:.0f} CPU s each, "
@@ -219,7 +229,8 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
                  f"{_hours(eval_cpu)})")
     if hours is not None:
         per_token = sum(spec.seeds * c.per_1k / 1000 for c in run_costs.values())
-        fixed = sum(spec.seeds * c.overhead for c in run_costs.values()) + eval_cpu
+        fixed = sum(spec.seeds * (c.overhead + c.per_1k * c.step_tokens / 2000)
+                    for c in run_costs.values()) + eval_cpu
         largest = (hours * 3600 - fixed) / per_token
         lines.append(f"the largest budget within {hours:g} h: "
                      + (f"{int(largest // 100 * 100):,} tokens a run" if largest >= 100 else

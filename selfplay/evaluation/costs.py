@@ -11,21 +11,22 @@ a finished comparison instead (``costs_from_folder``), which is what a plan to t
 
 from __future__ import annotations
 
-MEASURED = "2026-11-26, docs/data/compare-2026-11-26.json"
-# experiment: (overhead CPU s, CPU s per 1,000 generated tokens)
-RUNS: dict[str, tuple[float, float]] = {
-    "rlvr-curriculum-cpu": (25.4, 30.5),
-    "spiral-kuhn-cpu": (20.6, 89.8),
-    "agent0-cpu": (37.1, 30.3),
-    "spice-cpu": (19.0, 41.0),
-    "azr-cpu": (20.6, 33.0),
-    "cure-cpu": (16.9, 32.4),
-    "ssp-cpu": (16.7, 86.9),
-    "spell-cpu": (23.3, 66.9),
-    "mae-cpu": (16.0, 55.4),
-    "rzero-cpu": (39.4, 33.5),
-    "sqlm-cpu": (21.0, 67.0),
-    "verifiers-arithmetic-cpu": (19.9, 33.4),
+MEASURED = "2026-11-26 at load 3-5 on 2 cores, docs/data/compare-2026-11-26.json"
+# experiment: (overhead CPU s, CPU s per 1,000 generated tokens, generated tokens a step: a run
+# stops after the step that reaches the budget, so it spends about half a step more)
+RUNS: dict[str, tuple[float, float, float]] = {
+    "rlvr-curriculum-cpu": (25.4, 30.5, 552),
+    "spiral-kuhn-cpu": (20.6, 89.8, 366),
+    "agent0-cpu": (37.1, 30.3, 1061),
+    "spice-cpu": (19.0, 41.0, 731),
+    "azr-cpu": (20.6, 33.0, 1558),
+    "cure-cpu": (16.9, 32.4, 673),
+    "ssp-cpu": (16.7, 86.9, 314),
+    "spell-cpu": (23.3, 66.9, 333),
+    "mae-cpu": (16.0, 55.4, 745),
+    "rzero-cpu": (39.4, 33.5, 1131),
+    "sqlm-cpu": (21.0, 67.0, 902),
+    "verifiers-arithmetic-cpu": (19.9, 33.4, 430),
 }
 
 # a held-out evaluation: (CPU s loading the model, CPU s a problem), greedy at most 16 tokens +

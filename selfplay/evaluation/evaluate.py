@@ -41,7 +41,7 @@ HELDOUT_FAMILIES = (
 # The `compare` suite (`selfplay compare`, docs/compare.md): the same problems for every loop,
 # families a loop trained on included; the easy settings the CPU experiments train and probe
 # with, where SmolLM2-135M answers some but not most (base accuracies, 48 tokens, 32 problems
-# each: docs/compare.md#the-suite). 8 families: the default 640 problems are 80 distinct each.
+# each: docs/compare.md#the-suite). 8 families: the default 720 problems are 90 distinct each.
 COMPARE_FAMILIES: dict[str, dict] = {
     "basic_arithmetic": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
     "chain_sum": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
