@@ -1,17 +1,25 @@
 """``selfplay compare`` (docs/compare.md) on the tiny random model: two experiments (rlvr and
-SPIRAL) x 2 seeds under one token budget, evaluated on a 4-problem suite.
+SPIRAL with its exploitability) × 2 seeds under one token budget, evaluated on a 6-problem suite
+at 3 points of the budget (the points before the last on its first 3 problems), greedy + 2
+samples + the reference's likelihood.
 
-- its table holds, per experiment, the numbers the run folders wrote (tokens, steps, each
-  seed's gain read from the runs' own evaluations.jsonl);
-- the gain and its interval are the hand-computed t-interval of planted accuracies;
-- a re-invocation skips finished runs and evaluations, and redoes only a missing one;
-- bad input (an unknown experiment, a fully fine-tuned one) is one line, exit 2, no folder;
-- the page opens in headless Chromium with its plot and without an error.
+- its table holds, per experiment, what the run folders wrote (tokens, steps, the curve's points
+  at the steps the budget's thirds were reached, the exploitability before and after);
+- the base model is evaluated once per (model, suite, seed) and reused by both experiments;
+- the gain, its interval and its MDE are ``paired_gain`` of planted per-problem records, and
+  the difference from the first experiment pairs final with final on the same seeds;
+- a re-invocation skips finished runs and evaluations and redoes only a missing one;
+- bad input (an unknown experiment, a fully fine-tuned one, fewer than 3 curve points, a suite
+  too small for --mde, a suite without reference answers, --plan of an unknown experiment) is
+  one line, exit 2, no folder;
+- --plan prints the MDE of the suite and the CPU time;
+- the page opens in headless Chromium with its two plots and without an error.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -20,26 +28,29 @@ import yaml
 
 from selfplay.cli.main import main
 from selfplay.evaluation.compare import EVALUATIONS, CompareSpec, compare
-from selfplay.evaluation.compare_page import summarize
+from selfplay.evaluation.compare_page import curve_points, exploitability, fit, summarize
+from selfplay.stats.paired import paired_gain
+from selfplay.stats.power import mcnemar_mde
 from tests.conftest import tiny_config
 
 # tokens: rlvr spends 36 a step (2 prompts x 3 samples x 6; the random model rarely stops
-# early), so it stops after one step; SPIRAL 12 (2 games x 6), so after two
-BUDGET = 20
+# early), so it passes the budget's thirds (33, 67, 100) at steps 0, 1, 2; SPIRAL spends 12 a
+# step (2 games x 6) and stops at train.steps = 6 (72 tokens): budget not reached, 2 points
+BUDGET = 100
 SUITE = "rg:chain_sum"
 
 
 def experiments(folder: Path) -> list[str]:
-    rlvr = tiny_config(folder, name="tiny-rlvr", train={"steps": 4, "lr": 5e-2},
-                       checkpoint={"every": 1, "keep": 1})
+    rlvr = tiny_config(folder, name="tiny-rlvr", train={"steps": 4, "lr": 5e-2})
     rlvr["rlvr"]["eval_size"] = 0
-    spiral = tiny_config(folder, name="tiny-spiral", train={"steps": 6, "lr": 5e-2},
-                         checkpoint={"every": 1, "keep": 1})
+    spiral = tiny_config(folder, name="tiny-spiral", train={"steps": 6, "lr": 5e-2})
     del spiral["rlvr"]
+    kuhn = {"id": "kuhn_poker", "kwargs": {"rounds": 1}}
     spiral |= {"loop": "spiral", "roles": {"player": {"prompt": "player"}},
                "advantage": {"estimator": "rae"},
-               "spiral": {"games": [{"id": "kuhn_poker", "kwargs": {"rounds": 1}}],
-                          "games_per_step": 2, "eval_games": 0, "lenient": True}}
+               "spiral": {"games": [kuhn], "games_per_step": 2, "eval_games": 0,
+                          "lenient": True, "eval_exploitability": [kuhn],
+                          "exploitability_samples": 2}}
     paths = []
     for data in (rlvr, spiral):
         path = folder / f"{data['name']}.yaml"
@@ -48,9 +59,9 @@ def experiments(folder: Path) -> list[str]:
     return paths
 
 
-def spec(paths: list[str]) -> CompareSpec:
-    return CompareSpec(tuple(paths), seeds=2, budget=BUDGET, suite=SUITE, suite_size=4,
-                       samples=1)
+def spec(paths: list[str], **changes) -> CompareSpec:
+    return CompareSpec(tuple(paths), seeds=2, budget=BUDGET, suite=SUITE, suite_size=6,
+                       samples=2, points=3, curve_size=3, **changes)
 
 
 @pytest.fixture(scope="module")
@@ -72,52 +83,126 @@ def test_the_table_holds_what_the_run_folders_wrote(compared):
     table = json.loads((out / "results.json").read_text())
     assert [r["experiment"] for r in table] == ["tiny-rlvr", "tiny-spiral"]
     assert [r["loop"] for r in table] == ["rlvr", "spiral"]
-    for row in table:
-        assert row["seeds"] == "2/2"
-        tokens, steps, gains = [], [], []
-        for seed in (0, 1):
+    evaluations = rows(out / EVALUATIONS)
+    for row, steps_expected, reached in ((table[0], [1, 2, 3], "2/2"), (table[1], [3, 6], "0/2")):
+        assert row["seeds"] == "2/2" and row["budget_reached"] == reached
+        for seed, per_seed in zip((0, 1), row["per_seed"], strict=True):
             run_dir = out / row["experiment"] / f"base-seed{seed}"
-            metrics = rows(run_dir / "metrics.jsonl")
-            trained = [m for m in metrics if not m.get("final")]
-            assert trained[-1]["rollout/tokens_total"] >= BUDGET  # stopped by the budget
-            tokens.append(trained[-1]["rollout/tokens_total"])
-            steps.append(len(trained))
-            greedy = {e["step"]: e["accuracy"] for e in rows(run_dir / "evaluations.jsonl")
-                      if e["setting"] == "greedy" and e["suite"] == SUITE}
-            assert set(greedy) == {0, len(trained)}  # the base and the final policy
-            gains.append(greedy[len(trained)] - greedy[0])
-        assert row["tokens"] == pytest.approx(sum(tokens) / 2, abs=1e-9)  # means of integers
-        assert row["steps"] == pytest.approx(sum(steps) / 2, abs=1e-9)
-        assert [s["gain_greedy"] for s in row["per_seed"]] == gains
-        assert row["budget_reached"] == "2/2"
-        assert row["run_seconds"] > 0 and row["eval_seconds"] > 0
+            metrics = [m for m in rows(run_dir / "metrics.jsonl") if not m.get("final")]
+            totals = [m["rollout/tokens_total"] for m in metrics]
+            # the points: after the first step reaching 1/3, 2/3 of the budget, and the last
+            points = [p["step"] for p in curve_points(run_dir, BUDGET, 3)]
+            assert points == steps_expected
+            for step in points:
+                assert totals[step - 1] == [p["tokens"] for p in per_seed["curve"]
+                                            if p["step"] == step][0]
+            evaluated = sorted((e["step"], e["problems"]) for e in evaluations
+                               if e["which"] == "point" and e["folder"] == f"base-seed{seed}"
+                               and e["experiment"] == row["experiment"])
+            # the last point on the whole suite, the earlier ones on its first 3 problems
+            assert evaluated == [(p, 3) for p in points[:-1]] + [(points[-1], 6)]
+            assert all(p["problems"] == 3 for p in per_seed["curve"])
+            # archived weights: only the points' are kept once evaluated
+            archive = sorted(int(p.name[5:]) for p in (run_dir / "checkpoints" / "archive")
+                             .iterdir())
+            assert archive == points
+            assert per_seed["tokens"] == totals[-1] and per_seed["steps"] == len(totals)
         assert row["run_cpu_seconds"] > 0 and row["eval_cpu_seconds"] > 0
-        # neither tiny loop writes tasks.jsonl: its curriculum cells are null, not made up
-        assert row["validity"] is None and row["difficulty"] is None
-    rlvr = table[0]
-    assert rlvr["trained_on_suite"] == ["chain_sum"]  # trained on it, kept, and said so
+        assert row["validity"] is None and row["difficulty"] is None  # no tasks.jsonl: null
+    assert table[0]["trained_on_suite"] == ["chain_sum"]  # trained on it, kept, and said so
+    # SPIRAL's own measure: its exploitability before the first step and at the end
+    game = table[1]["exploitability"]["kuhn_poker"]
+    for seed in (0, 1):
+        metrics = rows(out / "tiny-spiral" / f"base-seed{seed}" / "metrics.jsonl")
+        values = [m["eval/exploitability/kuhn_poker"] for m in metrics
+                  if "eval/exploitability/kuhn_poker" in m]
+        assert table[1]["per_seed"][seed]["exploitability"]["kuhn_poker"] == {
+            "before": values[0], "after": values[-1]}
+    assert game["after"]["mean"] == pytest.approx(
+        sum(s["exploitability"]["kuhn_poker"]["after"] for s in table[1]["per_seed"]) / 2,
+        abs=1e-12)
+    assert table[0]["exploitability"] == {}
+    # 2 points a SPIRAL run: no fit, and the table says why; rlvr's 3 points: no fit either
+    assert table[1]["fit"]["why"].startswith("no fit: 2 point(s)")
     markdown = (out / "results.md").read_text()
     assert markdown.count("\n") == 2 + 2 and "| tiny-rlvr | rlvr | 2/2 |" in markdown
+    assert "kuhn_poker: " in markdown and "no fit" in markdown
     assert (out / "report" / "gain.png").stat().st_size > 1000
+    assert (out / "report" / "curves.png").stat().st_size > 1000
 
 
-def test_gain_and_interval_are_the_t_interval_of_planted_accuracies(compared, tmp_path):
+def test_the_base_model_is_evaluated_once_per_model_suite_and_seed(compared):
+    """Both experiments use the tiny model on the same engine: their seed-k runs share one
+    base evaluation (sampled answers depend on the seed, so one per seed, not one in all)."""
+    _, out = compared
+    bases = [e for e in rows(out / EVALUATIONS) if e["which"] == "base"]
+    assert sorted(e["seed"] for e in bases) == [0, 1]
+    points = [e for e in rows(out / EVALUATIONS) if e["which"] == "point"]
+    assert {e["key"] for e in points} == {e["key"] for e in bases}
+    records = rows(out / bases[0]["records"])
+    assert [(r["index"], r["id"]) for r in records] == [(i, f"chain_sum/{i}") for i in range(6)]
+    assert all({"greedy", "n", "c", "logprob", "reference_tokens"} <= set(r) for r in records)
+    assert all(r["n"] == 2 and r["logprob"] < 0 for r in records)
+    table = json.loads((out / "results.json").read_text())
+    # the base point of every seed's curve is that seed's shared base evaluation, read on the
+    # 3 problems every point answered
+    for row in table:
+        for per_seed in row["per_seed"]:
+            base = rows(out / next(b for b in bases if b["seed"] == per_seed["seed"])["records"])
+            assert per_seed["curve"][0] == pytest.approx({
+                "step": 0, "tokens": 0.0, "problems": 3,
+                "greedy": sum(r["greedy"] for r in base[:3]) / 3,
+                "logprob": sum(r["logprob"] for r in base[:3]) / 3,
+                "pass@1": sum(r["c"] / 2 for r in base[:3]) / 3,
+                "pass@2": sum(r["c"] > 0 for r in base[:3]) / 3})
+
+
+def plant(copy: Path, greedy: dict[str, list[int]], logprob: dict[str, list[float]]) -> None:
+    """Replace the records of the base models (``base/seed<k>``) and of every point of a run
+    (``<experiment>/<folder>``): problem i's planted values, for the problems it answered."""
+    for row in rows(copy / EVALUATIONS):
+        name = (f"base/seed{row['seed']}" if row["which"] == "base"
+                else f"{row['experiment']}/{row['folder']}")
+        records = rows(copy / row["records"])  # a point before the last: the first 3 problems
+        for record in records:
+            i = record["index"]
+            record["greedy"], record["logprob"] = greedy[name][i], logprob[name][i]
+        (copy / row["records"]).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_gain_interval_and_mde_are_the_paired_analysis_of_planted_records(compared, tmp_path):
     _, out = compared
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    planted = {("base-seed0", "base"): 0.25, ("base-seed0", "final"): 0.5,
-               ("base-seed1", "base"): 0.25, ("base-seed1", "final"): 0.75}
-    lines = []
-    for row in rows(copy / EVALUATIONS):
-        row["greedy"] = planted[(row["folder"], row["which"])]
-        lines.append(json.dumps(row) + "\n")
-    (copy / EVALUATIONS).write_text("".join(lines))
-    gain = summarize(copy)[0]["gain_greedy"]
-    # gains 0.25 and 0.5: mean 0.375, s = 0.25/sqrt(2), half = t(0.975, 1) s / sqrt(2)
-    # = 12.7062 x 0.125 = 1.58828 (t to 4 decimals: 1e-4 x 0.125 of slack)
-    assert gain["mean"] == pytest.approx(0.375, abs=1e-12)
-    assert gain["high"] - gain["mean"] == pytest.approx(1.58828, abs=2e-5)
-    assert gain["mean"] - gain["low"] == pytest.approx(1.58828, abs=2e-5)
+    base = {"base/seed0": [0, 0, 1, 0, 0, 0], "base/seed1": [0, 0, 1, 0, 0, 0]}
+    final = {"tiny-rlvr/base-seed0": [1, 0, 1, 0, 0, 0],
+             "tiny-rlvr/base-seed1": [1, 1, 1, 0, 0, 1],
+             "tiny-spiral/base-seed0": [0, 0, 0, 0, 0, 0],
+             "tiny-spiral/base-seed1": [1, 0, 1, 0, 0, 0]}
+    logprob = {name: [-1.0 - 0.1 * i - 0.5 * g for i, g in enumerate(v)]
+               for name, v in (base | final).items()}
+    plant(copy, base | final, logprob)  # every point of a run gets the final's records
+    table = summarize(copy)
+    rlvr, spiral = table
+    expected = paired_gain([base["base/seed0"], base["base/seed1"]],
+                           [final["tiny-rlvr/base-seed0"], final["tiny-rlvr/base-seed1"]])
+    assert rlvr["gain_greedy"] == pytest.approx(expected.as_dict())
+    # by hand: differences [1,0,0,0,0,0] and [1,1,0,0,0,1]: mean 4/12, 4 flips of 12 pairs
+    assert rlvr["gain_greedy"]["gain"] == pytest.approx(4 / 12, abs=1e-12)
+    assert rlvr["flip_rate"] == pytest.approx(4 / 12) and rlvr["mde_greedy"] == expected.mde
+    assert rlvr["mde_greedy"] >= mcnemar_mde(12, 0.0)  # never below what 12 pairs can show
+    lp = paired_gain([logprob["base/seed0"], logprob["base/seed1"]],
+                     [logprob["tiny-rlvr/base-seed0"], logprob["tiny-rlvr/base-seed1"]])
+    assert rlvr["gain_logprob"]["gain"] == pytest.approx(lp.gain, abs=1e-12)
+    assert rlvr["gain_logprob"]["gain"] == pytest.approx(-0.5 * 4 / 12, abs=1e-12)
+    # SPIRAL − rlvr, final against final on seeds 0 and 1
+    versus = paired_gain([final["tiny-rlvr/base-seed0"], final["tiny-rlvr/base-seed1"]],
+                         [final["tiny-spiral/base-seed0"], final["tiny-spiral/base-seed1"]])
+    assert spiral["vs_first"] == pytest.approx(versus.as_dict())
+    assert spiral["vs_first"]["gain"] == pytest.approx(-4 / 12, abs=1e-12)  # 4 lost of 12
+    # the curve: every point on the first 3 problems (rlvr seed 1's final: 1, 1, 1 there)
+    assert rlvr["curve"][-1]["greedy"]["mean"] == pytest.approx((2 / 3 + 1) / 2, abs=1e-12)
+    assert rlvr["vs_first"] is None
 
 
 def test_a_second_invocation_skips_finished_work_and_redoes_a_missing_evaluation(compared,
@@ -132,13 +217,13 @@ def test_a_second_invocation_skips_finished_work_and_redoes_a_missing_evaluation
     said = " ".join(capsys.readouterr().err.split())
     assert {p: p.stat().st_mtime_ns for p in runs} == before  # no run was touched
     redone = rows(out / EVALUATIONS)
-    assert len(redone) == len(evaluations) == 8
-    assert redone[-1]["folder"] == evaluations[-1]["folder"]
-    assert redone[-1]["which"] == evaluations[-1]["which"]
-    assert said.count("evaluation") == 1, said  # only the missing one
+    assert len(redone) == len(evaluations) == 2 + 2 * 3 + 2 * 2  # bases + rlvr + SPIRAL points
+    assert {k: redone[-1][k] for k in ("folder", "which", "step")} == {
+        k: evaluations[-1][k] for k in ("folder", "which", "step")}
+    assert said.count("tokens)") == 1, said  # only the missing one
     # a different comparison on the same folder: one line
     assert main(["compare", *paths, "--seeds", "3", "--budget", str(BUDGET), "--suite", SUITE,
-                 "--suite-size", "4", "--out", str(out)]) == 2
+                 "--suite-size", "6", "--out", str(out)]) == 2
     assert "holds a different comparison" in capsys.readouterr().err
 
 
@@ -146,25 +231,96 @@ def test_a_second_invocation_skips_finished_work_and_redoes_a_missing_evaluation
     ("unknown", "unknown experiment"),
     ("full", "needs train.finetune: lora"),
     ("elsewhere", "nope is not one of the experiments compared"),
+    ("points", "--points 2: a learning curve needs at least 3 evaluation points"),
+    ("small", "a gain of 0.05 needs 626 problems: --suite-size 626"),
+    ("no reference", "problem 2 has no reference answer for the likelihood measure"),
+    ("plan unknown", "unknown experiment"),
 ])
 def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, capsys, change, message):
     paths = experiments(tmp_path)
-    if change == "unknown":
+    extra = []
+    if change in ("unknown", "plan unknown"):
         paths[1] = "no-such-experiment"
+        extra = ["--plan", "--base-accuracy", "0.3"] if change == "plan unknown" else []
     elif change == "full":
         data = yaml.safe_load(Path(paths[1]).read_text())
         data["train"]["finetune"] = "full"
         Path(paths[1]).write_text(yaml.safe_dump(data))
+    elif change == "elsewhere":
+        extra = ["--set", "nope:train.lr=1"]
+    elif change == "points":
+        extra = ["--points", "2"]
+    elif change == "small":
+        extra = ["--suite", SUITE, "--suite-size", "320", "--mde", "0.05", "--flip-rate", "0.2"]
+    elif change == "no reference":
+        suite = tmp_path / "suite.jsonl"
+        suite.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n"
+                         + json.dumps({"question": "2+2?", "answer": ""}) + "\n")
+        extra = ["--suite", str(suite)]
     out = tmp_path / "out"
-    extra = ["--set", "nope:train.lr=1"] if change == "elsewhere" else []
-    assert main(["compare", *paths, "--seeds", "2", "--budget", "20", "--out", str(out),
-                 *extra]) == 2
+    args = ["compare", *paths, "--seeds", "2", "--budget", "20", *extra]
+    assert main([*args] + ([] if "--plan" in extra else ["--out", str(out)])) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert not out.exists() and not (tmp_path / "runs").exists()
 
 
-def test_the_page_opens_in_chromium_with_its_plot(compared):
+def test_plan_prints_the_mde_and_the_cpu_time(tmp_path, capsys, tiny_model_path):
+    paths = experiments(tmp_path)
+    args = ["compare", *paths, "--seeds", "3", "--budget", "6000", "--suite", SUITE,
+            "--suite-size", "4", "--plan"]
+    assert main([*args, "--base-accuracy", "0.25", "--flip-rate", "0.2", "--hours", "4"]) == 0
+    said = capsys.readouterr().out
+    mde = mcnemar_mde(4, 0.2)
+    assert f"MDE (α 0.05, power 0.8, paired): {mde:.3f} if the seeds flip the same" in said
+    assert f"{mcnemar_mde(12, 0.2):.3f} if they flip independent ones (3 × 4 pairs)" in said
+    assert "base accuracy 0.250 (given)" in said and "flip rate ψ 0.200 (given)" in said
+    assert "tiny-rlvr: 3 ×" in said and "the largest budget within 4 h:" in said
+    assert not (tmp_path / "runs").exists()  # nothing written
+    # measured: the pilot evaluates the base model (the tiny one answers nothing right)
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert "base accuracy 0.000 (measured: 4 problems greedy" in said
+    assert "evaluations: 1 of the base model" in said  # greedy: one for every seed
+    assert not (tmp_path / "runs").exists()
+
+
+def test_curve_points_exploitability_and_fit_from_synthetic_runs(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    metrics = [{"step": s, "rollout/tokens_total": 30.0 * (s + 1)} for s in range(10)]
+    metrics[0]["eval/exploitability/kuhn_poker"] = 0.46
+    metrics[0]["eval/exploitability/kuhn_poker/low"] = 0.2  # an interval's end: not a game
+    metrics.append({"step": 10, "final": 1.0, "eval/exploitability/kuhn_poker": 0.31,
+                    "eval/exploitability/kuhn_poker/average": 0.25})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    # budget 300 in 4 points: 75 → step 2 (90), 150 → step 4, 225 → step 7 (240), the last
+    assert [(p["step"], p["tokens"]) for p in curve_points(run, 300, 4)] == [
+        (3, 90.0), (5, 150.0), (8, 240.0), (10, 300.0)]
+    assert exploitability(run) == {"kuhn_poker": {"before": 0.46, "after": 0.31},
+                                   "kuhn_poker/average": {"before": None, "after": 0.25}}
+    # a sigmoid through 3 seeds × 6 points, R0 = 0.2 → A = 0.5 at C_mid = 1000, B = 1.5
+    tokens = [250.0, 500.0, 1000.0, 2000.0, 4000.0, 8000.0]
+    seeds = []
+    for wobble in (-0.004, 0.0, 0.004):
+        curve = [{"tokens": 0.0, "greedy": 0.2}] + [
+            {"tokens": c, "greedy": 0.2 + 0.3 / (1 + (1000 / c) ** 1.5) + wobble}
+            for c in tokens]
+        seeds.append({"curve": curve})
+    fitted = fit(seeds)
+    assert fitted["a"] == pytest.approx(0.5, abs=0.01)
+    assert fitted["a_low"] < 0.5 < fitted["a_high"]
+    assert fitted["c_mid"] == pytest.approx(1000, rel=0.1)
+    three = fit([{"curve": s["curve"][:4]} for s in seeds])
+    assert three == {"why": "no fit: 3 point(s) a run after the base; A, B and C_mid need at "
+                            "least 4 (more --points, or a budget of more steps)"}
+    flat = fit([{"curve": [{"tokens": c["tokens"], "greedy": 0.2 + 0.004 * ((i + j) % 3 - 1)}
+                           for i, c in enumerate(s["curve"])]} for j, s in enumerate(seeds)])
+    assert flat["why"].startswith("no fit:") and "a" not in flat  # A = R0 within its error
+    assert math.isfinite(fitted["b"])
+
+
+def test_the_page_opens_in_chromium_with_its_plots(compared):
     if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
         pytest.skip("chromium is not installed (make setup installs it with apt-get)")
     from tests.browser import Browser
@@ -174,6 +330,7 @@ def test_the_page_opens_in_chromium_with_its_plot(compared):
         browser.open(out / "report" / "index.html")
         assert browser.evaluate("document.querySelectorAll('#results tbody tr').length") == 2
         assert browser.wait_for("Array.from(document.images).every(i => i.complete) && "
-                                "document.images.length") == 1
-        assert browser.evaluate("document.images[0].naturalWidth") > 100
+                                "document.images.length") == 2
+        assert browser.evaluate("Math.min(...Array.from(document.images)"
+                                ".map(i => i.naturalWidth))") > 100
         assert browser.errors == []

@@ -225,6 +225,46 @@ def runs_table(sweep: SweepData) -> Table:
     )
 
 
+def _gain_text(value: dict | None, digits: int = 3) -> str:
+    if not value or value.get("gain") is None:
+        return "–"
+    return f"{value['gain']:+.{digits}f} {_interval(value['low'], value['high'])}"
+
+
+def heldout_section(sweep: SweepData) -> Section | None:
+    """The held-out suite's paired gains (``selfplay sweep --suite``: SWEEP/heldout/heldout.json,
+    written by ``selfplay.evaluation.sweep_heldout``), if the sweep has them."""
+    import json
+
+    path = sweep.path / "heldout" / "heldout.json"
+    if not path.is_file():
+        return None
+    section = Section("Held-out suite, paired per problem and across seeds", "heldout")
+    section.lines.append(
+        "Each run's final policy and its base model answer the same problems; the gain is the "
+        "mean of the seeds × problems differences, its 95% interval from the seeds × problems "
+        "analysis (Satterthwaite degrees of freedom: few seeds that disagree widen it to their "
+        "t). − first arm: the final policies against the first arm's on the same seeds and "
+        "problems. MDE: the effect the comparison detects with power 0.8 (α 0.05); an "
+        "interval covering 0 rules out effects larger than about the MDE (docs/sweeps.md)."
+    )
+    rows = []
+    for row in json.loads(path.read_text()):
+        gain, versus = row.get("gain") or {}, row.get("vs_first") or {}
+        digits = 4 if row["measure"] == "logprob" else 3
+        rows.append([row["measure"], row["arm"], row["seeds"], row.get("problems") or "–",
+                     fmt(row.get("base"), 4), fmt(row.get("final"), 4),
+                     _gain_text(gain, digits), fmt(gain.get("mde"), 3),
+                     fmt(gain.get("flip_rate"), 3), _gain_text(versus, digits),
+                     fmt(versus.get("mde"), 3)])
+    section.tables.append(Table(
+        "held-out measures per arm: greedy accuracy, the reference answer's log-prob per token, "
+        "pass@k",
+        ["measure", "arm", "seeds", "problems", "base", "final", "gain [95%]", "MDE", "flips",
+         "− first arm [95%]", "MDE (− first)"], rows))
+    return section
+
+
 def sweep_sections(sweep: SweepData) -> list[Section]:
     summary = Section("Final metrics per arm", "final")
     per_arm, diff = final_tables(sweep)
@@ -245,7 +285,8 @@ def sweep_sections(sweep: SweepData) -> list[Section]:
     summary.tables.append(per_arm)
     runs = Section("Runs", "runs")
     runs.tables.append(runs_table(sweep))
-    return [summary, curve_section(sweep), runs]
+    heldout = heldout_section(sweep)
+    return [summary, *([heldout] if heldout else []), curve_section(sweep), runs]
 
 
 def header_html(sweep: SweepData) -> str:

@@ -243,23 +243,62 @@ def cmd_sweep(args) -> int:
     from selfplay.running.sweep import print_entries, sweep
 
     _quiet_libraries()
+    measures = _sweep_suite(args)
     sweep_dir, entries = sweep(
         args.experiment, args.overrides, args.grid, args.seeds,
         Path(args.out) if args.out else None, Path(args.resume) if args.resume else None,
         args.ray, args.cpus_per_run, args.gpus_per_run,
     )
     print_entries(sweep_dir, entries)
+    if measures is not None:
+        from selfplay.analysis.sweep_page import analyze_sweep
+        from selfplay.evaluation.sweep_heldout import evaluate_sweep
+
+        print(f"held-out: {evaluate_sweep(sweep_dir, measures)}")
+        print(f"sweep page: {analyze_sweep(sweep_dir, pngs=False)}")
     return 0 if all(e["status"] == "finished" for e in entries) else 1
 
 
+def _sweep_suite(args):
+    """``--suite``: the held-out measures, checked before any run (a bad suite: one line)."""
+    if args.suite is None:
+        return None
+    from selfplay.analysis.sweepdata import read_manifest
+    from selfplay.evaluation.heldout import Measures
+    from selfplay.evaluation.sweep_heldout import check_suite
+    from selfplay.loops import load_experiment
+
+    measures = Measures(args.suite, args.suite_size, args.samples, args.eval_tokens,
+                        not args.no_likelihood)
+    if args.resume:
+        manifest = read_manifest(Path(args.resume))
+        config = load_experiment(manifest["experiment"], [*manifest["overrides"], "seed=0"])
+    elif args.experiment:
+        config = load_experiment(args.experiment, [*args.overrides, "seed=0"])
+    else:
+        return measures  # sweep() says what is missing
+    check_suite(measures, config)
+    return measures
+
+
 def cmd_compare(args) -> int:
-    from selfplay.evaluation.compare import CompareSpec, compare
+    from selfplay.evaluation.compare import CompareSpec, PowerAsk, compare
+    from selfplay.evaluation.compare_plan import plan
 
     _quiet_libraries()
     spec = CompareSpec(tuple(args.experiments), args.seeds, args.budget, args.suite,
                        args.suite_size, args.samples, args.first_seed, args.eval_tokens,
-                       tuple(args.set))
-    folder = compare(spec, Path(args.out) if args.out else None)
+                       tuple(args.set), args.points, not args.no_likelihood, args.curve_size)
+    power = PowerAsk(args.mde, args.flip_rate, args.base_accuracy)
+    if args.plan:
+        if args.out:
+            raise UserError("--plan runs nothing and writes no folder: give no --out")
+        result = plan(spec, power, Path(args.costs) if args.costs else None, args.hours)
+        print("\n".join(result.lines))
+        return 0
+    if args.costs or args.hours is not None:
+        raise UserError("--costs and --hours belong to --plan")
+    folder = compare(spec, Path(args.out) if args.out else None, power=power)
     print(f"compare: {folder / 'results.md'}, page {folder / 'report' / 'index.html'}")
     return 0
 
@@ -403,6 +442,14 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray: CPUs each run holds")
     sw.add_argument("--gpus-per-run", type=float,
                     help="Ray: GPUs each run holds (default: 1 if the cluster has GPUs, else 0)")
+    sw.add_argument("--suite", help="after the runs, evaluate each run's base model and final "
+                    "policy on this held-out suite, paired (compare, rg:<family>,..., a .jsonl)")
+    sw.add_argument("--suite-size", type=int, default=720, help="--suite: problems")
+    sw.add_argument("--samples", type=int, default=0,
+                    help="--suite: sampled answers a problem besides the greedy one (pass@k)")
+    sw.add_argument("--eval-tokens", type=int, default=16, help="--suite: max new tokens")
+    sw.add_argument("--no-likelihood", action="store_true",
+                    help="--suite: leave out the reference answer's log-probability")
     sw.set_defaults(func=cmd_sweep)
 
     cp = sub.add_parser("compare", help="every experiment at equal generated tokens, evaluated "
@@ -414,11 +461,34 @@ def parser() -> argparse.ArgumentParser:
                     help="generated tokens per run (train.token_budget)")
     cp.add_argument("--suite", default="compare",
                     help="held-out suite: compare (default), rg:<family>,..., a .jsonl, hf:<set>")
-    cp.add_argument("--suite-size", type=int, default=32, help="problems in the suite")
-    cp.add_argument("--samples", type=int, default=4, help="sampled answers per problem")
+    cp.add_argument("--suite-size", type=int, default=720,
+                    help="problems in the suite (default 720: MDE 0.05 at flip rate 0.23)")
+    cp.add_argument("--samples", type=int, default=0,
+                    help="sampled answers per problem besides the greedy one, for pass@k "
+                    "(default 0: greedy and the reference's likelihood only)")
     cp.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. +N-1")
-    cp.add_argument("--eval-tokens", type=int, default=48,
+    cp.add_argument("--eval-tokens", type=int, default=16,
                     help="max new tokens of every evaluation answer (the same for every loop)")
+    cp.add_argument("--points", type=int, default=4,
+                    help="evaluations along each run's budget, the final one included (>= 3)")
+    cp.add_argument("--curve-size", type=int, default=160,
+                    help="problems the points before the last answer (the first of each family; "
+                    "default 160); the last point and the base model answer the whole suite")
+    cp.add_argument("--no-likelihood", action="store_true",
+                    help="leave out the reference answer's log-probability")
+    cp.add_argument("--plan", action="store_true",
+                    help="print the MDE and the CPU time the comparison will take; run nothing")
+    cp.add_argument("--mde", type=float,
+                    help="the gain the comparison must detect: a suite too small is refused")
+    cp.add_argument("--flip-rate", type=float,
+                    help="share of answers that change, for the MDE (default: from a phi "
+                    "correlation of 0.5 at the base accuracy)")
+    cp.add_argument("--base-accuracy", type=float,
+                    help="--plan: the base model's accuracy (default: measured on a pilot)")
+    cp.add_argument("--costs", metavar="COMPARE",
+                    help="--plan: take run and evaluation costs from a finished comparison")
+    cp.add_argument("--hours", type=float,
+                    help="--plan: also print the largest budget that fits this many CPU hours")
     cp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for every run, e.g. train.steps=100, or for one "
                     "experiment's: EXPERIMENT:spiral.eval_games=0 (repeat for more)")

@@ -39,12 +39,19 @@ HELDOUT_FAMILIES = (
     "number_sorting", "fraction_simplification", "prime_factorization", "word_sorting",
 )
 # The `compare` suite (`selfplay compare`, docs/compare.md): the same problems for every loop,
-# families a loop trained on included; the easy settings the CPU experiments train and probe with.
+# families a loop trained on included; the easy settings the CPU experiments train and probe
+# with, where SmolLM2-135M answers some but not most (base accuracies, 48 tokens, 32 problems
+# each: docs/compare.md#the-suite). 8 families: the default 720 problems are 90 distinct each.
 COMPARE_FAMILIES: dict[str, dict] = {
     "basic_arithmetic": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
     "chain_sum": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
     "gcd": {"min_numbers": 2, "max_numbers": 2, "min_value": 1, "max_value": 30},
     "leg_counting": {"min_animals": 1, "max_animals": 2},
+    "lcm": {"min_numbers": 2, "max_numbers": 2, "min_value": 1, "max_value": 12},
+    "prime_factorization": {"min_value": 2, "max_value": 100},
+    "products": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2},
+    "fraction_simplification": {"min_value": 1, "max_value": 20, "max_factor": 5,
+                                "styles": ["plain"]},
 }
 SUITE_SEED = 20_251_123  # fixed: every run is evaluated on the same problems
 SOLVER_ROLES = ("solver", "executor", "reasoner", "player", "responder")
@@ -76,7 +83,8 @@ def load_suite(name: str, config, size: int) -> list[Problem]:
     elif name == "reasoning-gym":
         families = [f for f in HELDOUT_FAMILIES if f not in training_families(config)]
     elif name == "compare":
-        return _reasoning_gym_suite(list(COMPARE_FAMILIES), size, COMPARE_FAMILIES)
+        return _reasoning_gym_suite(list(COMPARE_FAMILIES), size, COMPARE_FAMILIES,
+                                    distinct=True)
     else:
         raise UserError(
             f"unknown suite {name!r} (known: reasoning-gym, compare, rg:<family>[,...], a .jsonl "
@@ -86,20 +94,33 @@ def load_suite(name: str, config, size: int) -> list[Problem]:
 
 
 def _reasoning_gym_suite(families: list[str], size: int,
-                         configs: dict[str, dict] | None = None) -> list[Problem]:
+                         configs: dict[str, dict] | None = None,
+                         distinct: bool = False) -> list[Problem]:
+    """``size`` problems split evenly over ``families``, family k generated with seed
+    SUITE_SEED + k (item i of a family does not depend on how many are drawn, so a larger suite
+    holds the smaller one). ``distinct``: a question drawn twice counts once (a paired
+    comparison counts problems, and a repeat is not a new one): up to 4× the items are drawn to
+    find ``size / families`` distinct ones, and a family with fewer gives what it has."""
     import reasoning_gym
 
     per_family = max(1, size // max(len(families), 1))
     problems = []
     for index, family in enumerate(families):
         try:
-            dataset = reasoning_gym.create_dataset(family, size=per_family,
+            dataset = reasoning_gym.create_dataset(family, size=per_family * (4 if distinct else 1),
                                                    seed=SUITE_SEED + index,
                                                    **(configs or {}).get(family, {}))
         except Exception as exc:
             raise UserError(f"reasoning-gym family {family!r}: {exc}".splitlines()[0]) from exc
-        problems += [Problem(e["question"], str(e["answer"]), family, e, dataset)
-                     for e in dataset]
+        seen: set[str] = set()
+        for entry in dataset:
+            if distinct and entry["question"] in seen:
+                continue
+            seen.add(entry["question"])
+            problems.append(Problem(entry["question"], str(entry["answer"]), family, entry,
+                                    dataset))
+            if len(seen) == per_family:
+                break
     return problems
 
 
