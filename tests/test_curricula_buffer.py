@@ -104,6 +104,7 @@ def test_loading_another_samplers_state_is_refused():
         band.load_state_dict(plr.state_dict())
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_hundred_thousand_tasks_add_fast():
     import time
 

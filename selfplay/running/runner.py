@@ -281,8 +281,9 @@ def run(world: World, start_step: int) -> list[dict]:
                 world.stops.after("final evaluation", end)
     except StopRequested as stop:
         raise RunInterrupted(stopped_message(world, stop), stop.signum) from None
-    except Exception as exc:
-        if disk_full(exc):  # every file is written atomically: the last checkpoint is whole
+    except BaseException as exc:  # torch's CheckpointException is a BaseException
+        if not isinstance(exc, KeyboardInterrupt | SystemExit) and disk_full(exc):
+            # every file is written atomically: the last checkpoint is whole
             raise RunStopped(f"the disk is full ({world.stops.where(end)}): free space on "
                              f"the disk of {world.run_dir}, then {resume_hint(world)}") from exc
         raise

@@ -233,7 +233,8 @@ def _keep_rows_before(path: Path, next_step: int) -> None:
     steps = [_row_step(line) for line in lines]
     cut = steps.count(None)
     if cut:
-        console.print(f"{path}: dropped {cut} line{'s' if cut > 1 else ''} a crash cut short")
+        console.print(f"{path}: dropped {cut} line{'s' if cut > 1 else ''} a crash cut short",
+                      soft_wrap=True, markup=False)
     _rewrite(path, [line for line, step in zip(lines, steps, strict=True)
                     if step is not None and step < next_step])
 
@@ -250,7 +251,7 @@ def _drop_cut_tail(path: Path) -> None:
     lines = _whole_lines(path)
     whole = [line for line in lines if _row_step(line) is not None]
     console.print(f"{path}: its last line was cut short (a crash while it was copied or "
-                  f"written); kept its {len(whole)} whole episodes")
+                  f"written); kept its {len(whole)} whole episodes", soft_wrap=True, markup=False)
     _rewrite(path, whole)
 
 

@@ -120,8 +120,9 @@ def assert_no_half_written(run_dir: Path) -> None:
     for folder in checkpoints.glob("step-*"):
         assert (folder / "meta.json").is_file() and (folder / "state.pt").is_file(), folder
         assert (folder / "learner" / ".metadata").is_file(), folder
-    latest = (checkpoints / "latest").read_text().strip()
-    assert (checkpoints / latest / "meta.json").is_file()
+    if (checkpoints / "latest").exists():  # (none yet: stopped before the first)
+        latest = (checkpoints / "latest").read_text().strip()
+        assert (checkpoints / latest / "meta.json").is_file()
 
 
 # ---------------------------------------------------------------------- runs in this process
