@@ -5,7 +5,8 @@ A run goes through the runner's ``build`` and ``run`` as ``selfplay run`` does; 
 is touched. Each step the check records the samples the loop makes of its episodes (the Loop
 contract's ``samples``: which turns train, and their roles; not their advantages) and scores
 those turns with the engine twice, under the adapter the experiment gives each role
-(``roles.<role>.adapter``): before the update, and after the weight sync that follows it.
+(``roles.<role>.adapter``): before the update, and once the step is over (when the next step
+starts collecting, or the run ends): after the weight sync, if there was one.
 Rewards come from the loop's own episodes (``Collected``), never from its advantages, so a loop
 whose advantages have the wrong sign, or whose samples train another role's adapter, or an engine
 that never gets the new weights, all show.
@@ -78,10 +79,16 @@ def run_and_measure(data: dict, run_dir: Path) -> tuple[dict[str, RoleGain], dic
     records: list[Record] = []
     collected: dict[int, list] = {}
 
-    make_samples, sync, collect = world.loop.samples, world.sync, world.loop.collect
+    make_samples, collect = world.loop.samples, world.loop.collect
     frozen = {role for role, spec in config.roles.items() if not spec.train}
 
+    def score_pending() -> None:
+        """The last step's samples under the engine now: after its learner step and sync."""
+        if records and not records[-1].after:
+            records[-1].after = score(world.engine, config, records[-1].samples)
+
     async def collecting(policy, step):
+        score_pending()  # the engine serves what the previous step synced, or nothing new
         result = await collect(policy, step)
         collected[step] = result.episodes
         return result
@@ -97,14 +104,9 @@ def run_and_measure(data: dict, run_dir: Path) -> tuple[dict[str, RoleGain], dic
         records.append(record)
         return samples
 
-    def syncing(*args):
-        figures = sync(*args)
-        if records and not records[-1].after:
-            records[-1].after = score(world.engine, config, records[-1].samples)
-        return figures
-
-    world.loop.collect, world.loop.samples, world.sync = collecting, sampling, syncing
+    world.loop.collect, world.loop.samples = collecting, sampling
     run(world, 0)
+    score_pending()
     return gains(records, collected), {"records": records, "episodes": collected}
 
 

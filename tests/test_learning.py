@@ -325,6 +325,7 @@ def check(folder: Path, loop: str, monkeypatch) -> dict:
         found, _ = run_and_measure(data, folder / "runs" / f"{loop}-{seed}")
         if set(found) == expected and all(len(set(g.rewards)) >= 2 for g in found.values()):
             break
+    print(f"{loop} (seed {seed}): {describe(found)}")  # docs/testing.md's table, with -s
     assert set(found) == expected, f"{loop}: roles that trained: {describe(found)}"
     for role, gain in found.items():
         assert len(set(gain.rewards)) >= 2, f"{loop}/{role}: rewards never vary: {describe(found)}"
