@@ -193,7 +193,9 @@ class SandboxPool:
             died = not slot.handle.alive()  # dead, not wedged past the wall limit
             if self._closed:
                 return failure_result(str(e), started, limits)
-            self._restart_quietly(slot)  # on failure the next call tries again
+            # stopped now, replaced when the slot is next used: the failed call returns without
+            # waiting for a new worker to start (seconds on a busy machine)
+            self._discard(slot)
             if died and retry and session_id is None:
                 # The worker died under the call (killed from outside, out of memory): the
                 # program never finished, so it runs again, once, on the fresh worker and the
@@ -240,6 +242,14 @@ class SandboxPool:
                     self._restart_quietly(slot)
         finally:
             self._release(slot)
+
+    def _discard(self, slot: _Slot) -> None:
+        """Stop the slot's worker; ``_run_on`` starts a new one at the slot's next call."""
+        if slot.handle is not None:
+            slot.handle.kill()
+            slot.handle = None
+        slot.generation += 1
+        slot.sessions.clear()
 
     def _restart_quietly(self, slot: _Slot) -> None:
         with contextlib.suppress(WorkerError):
