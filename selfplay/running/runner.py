@@ -163,7 +163,7 @@ def restore(world: World) -> int:
 # ---------------------------------------------------------------------- one step
 def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
     """One step of the algorithm, its stages in order (docs/architecture.md#one-step). After each
-    stage, a run asked to stop (SIGINT, SIGTERM) stops there (``world.stops.after``)."""
+    stage, a run asked to stop (SIGINT, SIGTERM) stops there (``StopSignals.after``)."""
     start = time.perf_counter()
     stop_after = world.stops.after
     # collect: the step's episodes (sync: played now; async: played ahead on another thread)
