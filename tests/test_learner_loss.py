@@ -339,6 +339,7 @@ def test_ppo_epochs_measure_ratios_against_the_first_pass(tiny_model_path):
     assert moved.abs().max() > 0.2
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_step_counts_versions_and_reports_its_metrics(tiny_model_path):
     """The version counts optimizer steps one by one (async rollouts wait on it, an empty step
     included), and the metrics the dashboard and `selfplay analyze` read have their names and

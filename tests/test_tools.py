@@ -240,6 +240,7 @@ def test_long_observation_is_truncated_and_flagged(tokenizer, pool):
 
 
 # ---------------------------------------------------------------------- (d) errors, timeouts
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_errors_and_timeouts_are_counted(tokenizer, pool):
     crash = f"```python\n1/0\n{STOP}"
     spin = f"```python\nwhile True:\n    pass\n{STOP}"
@@ -256,6 +257,7 @@ def test_errors_and_timeouts_are_counted(tokenizer, pool):
 
 
 # ---------------------------------------------------------------------- (e) scheduling
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_engine_serves_other_episodes_while_one_waits_on_the_sandbox(tokenizer, pool):
     slow = f"```python\nimport time\ntime.sleep(1.5)\nprint('slow')\n{STOP}"
     fast = f"```python\nprint('fast')\n{STOP}"
@@ -330,6 +332,7 @@ def test_real_engine_and_sandbox_end_to_end(tiny_model_path, tokenizer, pool, le
 
 
 # ---------------------------------------------------------------------- the rlvr loop
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 def test_rlvr_loop_uses_the_tool_and_reports_it(tmp_path, tokenizer):
     data = tiny_config(tmp_path, sampling={"max_new_tokens": 64})
     data["roles"] = {"solver": {"prompt": "tool_solver"}}

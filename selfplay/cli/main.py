@@ -1,7 +1,8 @@
 """``selfplay`` command line: run, resume, list, bench (and more as loops land).
 
 Bad input never shows a traceback: a ``UserError`` (or a role/game error) prints one line and
-exits with code 2.
+exits with code 2; so does a run its machine stopped (``RunStopped``: a full disk, a dead learner
+rank). A run stopped by SIGINT or SIGTERM prints one line and exits with 128 + the signal.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from selfplay.cli.parsing import OneLineParser
-from selfplay.core.errors import UserError
+from selfplay.core.errors import RunInterrupted, UserError
 
 # OpenMP threads that wait passively do not steal cores from the rest of the run (or the
 # machine); libgomp reads this once, when torch is first imported, so it is set before any
@@ -519,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # output piped into `head` and closed early
         return 0
+    except RunInterrupted as exc:  # SIGINT/SIGTERM: the run stopped at the end of a stage
+        print(f"selfplay: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("selfplay: interrupted; `selfplay resume RUN` continues", file=sys.stderr)
         return 130

@@ -4,16 +4,20 @@
 RNG) and ``learner/`` (trainable weights, optimizer, version: a ``torch.distributed.checkpoint``
 folder written by every rank, so a run resumes on any number of ranks). It is written into a
 hidden temporary folder and renamed into place, then ``checkpoints/latest`` is replaced
-atomically, so a crash at any moment leaves the previous checkpoint intact.
+atomically, so a crash at any moment leaves the previous checkpoint intact; a write that fails
+(a full disk) removes its temporary folder, so nothing half-written stays behind.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import random
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,11 +30,35 @@ LEARNER = "learner"  # the learner's folder inside a checkpoint
 
 def write_text_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_torch(value, path: Path) -> None:
+    """``torch.save`` through Python's file I/O: torch's own writer reports a full disk as an
+    opaque ``RuntimeError``, this an ``OSError`` with ``ENOSPC`` (the runner says "disk full")."""
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    with path.open("wb") as handle:
+        handle.write(buffer.getbuffer())
+
+
+@contextlib.contextmanager
+def temporary_folder(parent: Path) -> Iterator[Path]:
+    """A hidden folder in ``parent`` to write a checkpoint into; removed if the writing fails."""
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=".tmp-"))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def rng_state() -> dict:
@@ -61,14 +89,14 @@ class Checkpointer:
     def save(self, next_step: int, state: dict, learner=None) -> Path:
         """``state`` (everything but the learner) and, with ``learner``, its own folder."""
         target = self.root / f"step-{next_step:06d}"
-        tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".tmp-"))
-        torch.save(state, tmp / "state.pt")
-        if learner is not None:
-            learner.save(tmp / LEARNER)
-        (tmp / "meta.json").write_text(json.dumps({"next_step": next_step}))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        with temporary_folder(self.root) as tmp:
+            save_torch(state, tmp / "state.pt")
+            if learner is not None:
+                learner.save(tmp / LEARNER)
+            (tmp / "meta.json").write_text(json.dumps({"next_step": next_step}))
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
         write_text_atomic(self.root / "latest", target.name)
         if learner is not None and self.archive_every and next_step % self.archive_every == 0:
             self.archive(next_step, learner.trainable_weights(), learner.version)
@@ -81,12 +109,13 @@ class Checkpointer:
         folder = self.root / "archive"
         folder.mkdir(exist_ok=True)
         target = folder / f"step-{next_step:06d}"
-        tmp = Path(tempfile.mkdtemp(dir=folder, prefix=".tmp-"))
-        torch.save({"learner": {"trainable": trainable, "version": version}}, tmp / "state.pt")
-        (tmp / "meta.json").write_text(json.dumps({"next_step": next_step, "archive": True}))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        with temporary_folder(folder) as tmp:
+            save_torch({"learner": {"trainable": trainable, "version": version}},
+                       tmp / "state.pt")
+            (tmp / "meta.json").write_text(json.dumps({"next_step": next_step, "archive": True}))
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
         return target
 
     def latest(self) -> Path | None:

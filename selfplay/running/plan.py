@@ -136,15 +136,26 @@ class Plan:
         return self.learner["total"]
 
     @property
-    def per_device(self) -> float:
-        """What one device holds at the worst moment: while the learner steps (the engines
-        asleep or not), or while the engines generate (the learner at rest beside them)."""
+    def phases(self) -> dict[str, float]:
+        """What one device holds in each phase of a step: at rest (between steps: the learner's
+        state, the engines' weights, or all a vLLM engine reserves), during generation (the
+        engines' whole share, the learner at rest beside them) and during the learner step
+        (the learner's peak, the engines asleep or not). On a CPU every rank and the engine
+        share the machine's memory, and the engine keeps its share while the learner steps
+        (async rollouts generate meanwhile)."""
         engines = self.engine.get("per device", 1.0)
-        if not self.gpu:  # CPU: every rank and the engine share the machine's memory
-            return self.ranks * self.learner_peak + engines * self.engine.get("total", 0.0)
-        learning = self.learner_peak + engines * self.engine.get("during learning", 0.0)
-        generating = self.learner["at rest"] + engines * self.engine.get("total", 0.0)
-        return max(learning, generating)
+        engine = {key: engines * self.engine.get(key, 0.0)
+                  for key in ("at rest", "total", "during learning")}
+        ranks = 1 if self.gpu else self.ranks  # GPU: one rank per device
+        rest = ranks * self.learner["at rest"]
+        learning = ranks * self.learner_peak + engine["during learning" if self.gpu else "total"]
+        return {"at rest": rest + engine["at rest"], "during generation": rest + engine["total"],
+                "during the learner step": learning}
+
+    @property
+    def per_device(self) -> float:
+        """What one device holds at the worst moment (the largest of the ``phases``)."""
+        return max(self.phases.values())
 
     @property
     def fits(self) -> bool:
@@ -244,12 +255,14 @@ def _one_engine(config: ExperimentConfig, shape: Shape, gpu: bool, capacity: flo
         rows = {"weights": weights, "KV cache": max(reserved - weights - GPU_OVERHEAD, 0.0),
                 "total": reserved}
         rows["KV cache tokens"] = rows["KV cache"] / (kv_per_token * 2)
+        rows["at rest"] = reserved  # vLLM holds its share from start-up
         rows["during learning"] = VLLM_SLEEPING if engine.sleep else reserved
         return rows
     stored = DTYPE_BYTES[config.model.dtype]
     weights = shape.params * stored
     kv = engine.max_batch_size * seq * kv_per_token * stored
     rows = {"weights": weights, "KV cache": kv, "total": weights + kv}
+    rows["at rest"] = rows["total"]  # its allocator keeps the cache's blocks between calls
     rows["during learning"] = rows["total"]  # the hf engine keeps its memory
     return rows
 
@@ -334,8 +347,10 @@ def print_plan(result: Plan) -> None:
                  else f"{value / GIB:.2f} GiB")
         engine.add_row(key, shown)
     console.print(engine)
+    phases = ", ".join(f"{name} {value / GIB:.1f} GiB" for name, value in result.phases.items())
+    console.print(f"per device: {phases}", soft_wrap=True)
     verdict = "fits" if result.fits else "does NOT fit"
     console.print(f"{result.per_device / GIB:.1f} GiB at the worst moment per device of "
-                  f"{result.device_bytes / GIB:.1f} GiB: {verdict}")
+                  f"{result.device_bytes / GIB:.1f} GiB: {verdict}", soft_wrap=True)
     for line in result.advice:
         console.print(f"  to fit: {line}")

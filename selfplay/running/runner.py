@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 from selfplay.analysis.report import write_report
 from selfplay.config import ExperimentConfig
 from selfplay.config_files import apply_override, overridden, read_yaml, resolve_paths
-from selfplay.core.errors import UserError
+from selfplay.core.errors import RunInterrupted, RunStopped, UserError, disk_full
 from selfplay.core.paths import make_folder
 from selfplay.engines.base import Engine
 from selfplay.engines.hf import HFEngine
@@ -32,6 +33,7 @@ from selfplay.running.checkpoint import LEARNER, Checkpointer, restore_rng, rng_
 from selfplay.running.plan import check as check_fits
 from selfplay.running.rollouts import AsyncRollouts, Rollout, Rollouts, SyncRollouts
 from selfplay.running.snapshots import PolicySnapshots
+from selfplay.running.stopping import StopRequested, StopSignals
 from selfplay.running.threads import apply_thread_policy
 from selfplay.running.tracking import RunLogger, console, episode_metrics, read_metrics
 from selfplay.training.base import Learner
@@ -90,6 +92,8 @@ class World:
     checkpointer: Checkpointer
     sync: WeightSync
     tokens: int = 0  # generated for training so far (train.token_budget); in the checkpoint
+    # SIGINT/SIGTERM seen during the run: the step stops at the end of the stage in progress
+    stops: StopSignals = field(default_factory=StopSignals)
 
 
 def weight_sync(config: ExperimentConfig, run_dir: Path, engine: Engine,
@@ -158,14 +162,18 @@ def restore(world: World) -> int:
 
 # ---------------------------------------------------------------------- one step
 def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
-    """One step of the algorithm, its stages in order (docs/architecture.md#one-step)."""
+    """One step of the algorithm, its stages in order (docs/architecture.md#one-step). After each
+    stage, a run asked to stop (SIGINT, SIGTERM) stops there (``StopSignals.after``)."""
     start = time.perf_counter()
+    stop_after = world.stops.after
     # collect: the step's episodes (sync: played now; async: played ahead on another thread)
     rollout = rollouts.take(number)
     world.tokens += rollout.tokens
+    stop_after("collect", number)
     # write: episodes, task rows and the loop's files, on disk before anything trains on them
     world.logger.write_collected(number, rollout.collected)
     world.logger.append_rows(rollout.eval_rows, world.loop.spec.eval_files)
+    stop_after("write", number)
     # advantages: per role, by the loop's estimator; zero advantages carry no gradient
     samples = trained_roles(world.loop.samples(rollout.collected.episodes), world.config)
     kept = drop_zero_advantage(samples)
@@ -175,10 +183,12 @@ def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
     with rollouts.learning():
         learned = world.learner.step(kept)
     world.engine.wake_up()
+    stop_after("learn", number)
     # sync and verify: the engine serves the new weights, or the probe stops the run
     synced = world.sync(world.learner, world.engine, world.policy)
     world.logger.log_sync(number, synced)  # sync.jsonl: transport, bytes, probe gap
     rollouts.weights_synced()
+    stop_after("sync", number)
     # after update: the loop's turn (SPIRAL's opponent pool snapshots the policy here)
     world.loop.after_update(number, world.snapshots)
     # log: metrics.jsonl, wandb, the progress bar
@@ -190,10 +200,12 @@ def step(world: World, number: int, rollouts: Rollouts) -> dict[str, float]:
         metrics["rollout/tokens_total"] = float(world.tokens)  # what the budget counts
     world.logger.log(number, metrics)
     world.logger.advance(mean_reward(metrics), metrics["rollout/tokens_per_s"])
+    stop_after("log", number)
     # checkpoint: atomically, every ``checkpoint.every`` steps and after the last
     if checkpoint_due(world.config, number) or budget_spent(world):
         world.checkpointer.save(number + 1, checkpoint_state(world), world.learner)
         world.loop.save_artifacts(world.run_dir)  # e.g. curriculum/tasks.csv
+        stop_after("checkpoint", number)
     return metrics
 
 
@@ -251,21 +263,32 @@ def budget_spent(world: World) -> bool:
 # ---------------------------------------------------------------------- a run
 def run(world: World, start_step: int) -> list[dict]:
     """Steps ``start_step`` to ``train.steps`` (or until ``train.token_budget`` is spent),
-    then the final evaluation and the report."""
+    then the final evaluation and the report. SIGINT or SIGTERM stops the run at the end of the
+    stage in progress, and a full disk stops it; each in one line that says how to resume."""
     config, logger = world.config, world.logger
     logger.truncate_to(start_step, world.loop.spec.eval_files)
     logger.start_progress(config.train.steps, start_step)
     end = start_step
     try:
-        with rollouts_for(world, start_step) as rollouts:
-            # a resumed run whose budget was spent before its final row takes no step
-            while end < config.train.steps and not budget_spent(world):
-                step(world, end, rollouts)
-                end += 1
-        if start_step <= config.train.steps and not _final_logged(world):
-            final = asyncio.run(world.loop.evaluate(world.policy, end))
-            logger.append_rows(world.loop.evaluation_rows(), world.loop.spec.eval_files)
-            logger.log(end, {"final": 1.0, **final})
+        with world.stops.installed():
+            with rollouts_for(world, start_step) as rollouts:
+                # a resumed run whose budget was spent before its final row takes no step
+                while end < config.train.steps and not budget_spent(world):
+                    step(world, end, rollouts)
+                    end += 1
+            if start_step <= config.train.steps and not _final_logged(world):
+                final = asyncio.run(world.loop.evaluate(world.policy, end))
+                logger.append_rows(world.loop.evaluation_rows(), world.loop.spec.eval_files)
+                logger.log(end, {"final": 1.0, **final})
+                world.stops.after("final evaluation", end)
+    except StopRequested as stop:
+        raise RunInterrupted(stopped_message(world, stop), stop.signum) from None
+    except BaseException as exc:  # torch's CheckpointException is a BaseException
+        if not isinstance(exc, KeyboardInterrupt | SystemExit) and disk_full(exc):
+            # every file is written atomically: the last checkpoint is whole
+            raise RunStopped(f"the disk is full ({world.stops.where(end)}): free space on "
+                             f"the disk of {world.run_dir}, then {resume_hint(world)}") from exc
+        raise
     finally:
         logger.close()
         world.loop.close()
@@ -273,6 +296,19 @@ def run(world: World, start_step: int) -> list[dict]:
     rows = read_metrics(world.run_dir)
     write_report(world.run_dir, rows)
     return rows
+
+
+def resume_hint(world: World) -> str:
+    """Where ``selfplay resume`` would continue this run: its last checkpoint."""
+    latest = world.checkpointer.latest()
+    next_step = int(latest.name.split("-")[1]) if latest is not None else 0
+    return f"`selfplay resume {world.run_dir}` continues from step {next_step}"
+
+
+def stopped_message(world: World, stop: StopRequested) -> str:
+    name = signal.Signals(stop.signum).name
+    return (f"stopped by {name} at the end of the {stop.stage} stage of step {stop.step}; "
+            f"{resume_hint(world)}")
 
 
 def rollouts_for(world: World, start_step: int) -> Rollouts:
@@ -332,6 +368,8 @@ def start(config: ExperimentConfig) -> tuple[Path, list[dict]]:
     try:
         world = build(config, run_dir, resume=False, loop=loop)
         return run_dir, run(world, 0)
+    except RunStopped:  # its line already says how to resume
+        raise
     except Exception:
         # a run with no checkpoint has nothing to resume: leave no folder behind (a model head
         # the learner refuses, a game that raises in step 0); one with a checkpoint stays

@@ -64,35 +64,42 @@ class RunLogger:
     # ---------------------------------------------------------------- resume hygiene
     def truncate_to(self, next_step: int, eval_files: tuple[str, ...] = ()) -> None:
         """Drop rows and set aside episodes of steps ≥ next_step (they will be redone); also
-        the rows of the loop's ``eval_files``."""
-        if self.metrics_path.exists():
-            rows = [line for line in self.metrics_path.read_text().splitlines() if line.strip()]
-            keep = [r for r in rows if _row_step(r) < next_step]
-            self.metrics_path.write_text("".join(r + "\n" for r in keep))
-        appended = (self.tasks_path, self.run_dir / "sync.jsonl",
+        the rows of the loop's ``eval_files``.
+
+        A crash while a line was appended (SIGKILL, a full disk) can leave it cut short: such a
+        line is not JSON, is dropped, and the console says so in one line per file. Episode
+        files are written whole (``write_episodes``); one whose last line was cut anyway (a
+        copy of the run folder stopped midway) keeps its whole lines, and says so too."""
+        appended = (self.metrics_path, self.tasks_path, self.run_dir / "sync.jsonl",
                     *(self.run_dir / name for name in eval_files))
-        for path in appended:  # written again when redone
-            if path.exists():
-                rows = [line for line in path.read_text().splitlines() if line.strip()]
-                keep = [r for r in rows if _row_step(r) < next_step]
-                path.write_text("".join(r + "\n" for r in keep))
+        for path in appended:
+            _keep_rows_before(path, next_step)  # the later ones are written again when redone
         interrupted = self.episodes_dir / "interrupted"
-        for path in self.episodes_dir.glob("step-*.jsonl"):
+        for path in sorted(self.episodes_dir.glob("step-*.jsonl")):
             if int(path.stem.split("-")[1]) >= next_step:
                 interrupted.mkdir(exist_ok=True)
                 shutil.move(str(path), interrupted / f"{path.stem}-{int(time.time())}.jsonl")
+            else:
+                _drop_cut_tail(path)
+        for leftover in self.episodes_dir.glob("step-*.tmp"):  # a write the crash cut short
+            leftover.unlink()
 
     # ---------------------------------------------------------------- writing
     def write_episodes(self, step: int, episodes: list[Episode], tokenizer=None) -> Path:
-        """Written (and fsynced) before the learner sees them: nothing generated is lost."""
+        """Written (and fsynced) before the learner sees them: nothing generated is lost. The
+        file appears whole or not at all (a failed write, e.g. a full disk, leaves nothing)."""
         path = self.episodes_dir / f"step-{step:06d}.jsonl"
         tmp = path.with_suffix(".tmp")
-        with tmp.open("w") as handle:
-            for episode in episodes:
-                handle.write(json.dumps(episode_record(episode, step, tokenizer)) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        try:
+            with tmp.open("w") as handle:
+                for episode in episodes:
+                    handle.write(json.dumps(episode_record(episode, step, tokenizer)) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return path
 
     def write_collected(self, step: int, collected: Collected, tokenizer=None) -> None:
@@ -132,8 +139,12 @@ class RunLogger:
                 raise ValueError(f"a loop may write only inside the run folder, not {relative}")
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
-            os.replace(tmp, path)
+            try:
+                tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
 
     def log_sync(self, step: int, figures: dict[str, float]) -> None:
         """One weight sync: seconds, bytes moved, the probe's log-prob gap (``sync.jsonl``)."""
@@ -209,11 +220,58 @@ class RunLogger:
             self.wandb.finish()
 
 
-def _row_step(line: str) -> int:
+def _row_step(line: str) -> int | None:
+    """A row's step (-1 when it has none); None for a line that is not JSON (cut short)."""
     try:
-        return int(json.loads(line)["step"])
+        row = json.loads(line)
+    except ValueError:
+        return None
+    try:
+        return int(row["step"])
     except (ValueError, KeyError, TypeError):
         return -1
+
+
+def _whole_lines(path: Path) -> list[str]:
+    # bytes: a line cut inside a multi-byte character must not stop the reading
+    return [line for line in path.read_bytes().decode("utf-8", "replace").splitlines()
+            if line.strip()]
+
+
+def _rewrite(path: Path, lines: list[str]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in lines))
+    os.replace(tmp, path)
+
+
+def _keep_rows_before(path: Path, next_step: int) -> None:
+    """Keep the rows of ``path`` whose step is below ``next_step``; drop cut-short lines."""
+    if not path.exists():
+        return
+    lines = _whole_lines(path)
+    steps = [_row_step(line) for line in lines]
+    cut = steps.count(None)
+    if cut:
+        console.print(f"{path}: dropped {cut} line{'s' if cut > 1 else ''} a crash cut short",
+                      soft_wrap=True, markup=False)
+    _rewrite(path, [line for line, step in zip(lines, steps, strict=True)
+                    if step is not None and step < next_step])
+
+
+def _drop_cut_tail(path: Path) -> None:
+    """An episode file whose last line was cut keeps its whole lines (and says so)."""
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return  # written whole: the usual case, read no further
+    lines = _whole_lines(path)
+    whole = [line for line in lines if _row_step(line) is not None]
+    console.print(f"{path}: its last line was cut short (a crash while it was copied or "
+                  f"written); kept its {len(whole)} whole episodes", soft_wrap=True, markup=False)
+    _rewrite(path, whole)
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from selfplay.core.errors import UserError
+from selfplay.core.errors import RunStopped, UserError
 from selfplay.training.rank_worker import ParallelSettings, RankWorker, rank_device
 
 
@@ -103,7 +103,7 @@ class RayRanks:
             return ray.get(calls)
         except RayActorError as exc:
             self.broken = True  # the others may be stuck in a collective: close kills them
-            raise UserError(
+            raise RunStopped(
                 f"a learner rank died during {method} ({type(exc).__name__}); the run stops "
                 "here and `selfplay resume RUN` continues from its last checkpoint"
             ) from exc

@@ -26,6 +26,7 @@ frameworks: rollouts keep sampling the old policy).
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from typing import Protocol
 
 import torch
 
-from selfplay.core.errors import UserError
+from selfplay.core.errors import RunStopped, UserError, disk_full
 from selfplay.engines.base import STABLE, Engine
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.training.base import Learner
@@ -83,13 +84,35 @@ class DirectTransport:
 @dataclass
 class FilesystemTransport:
     """``folder/v<version>/<adapter>.safetensors`` and then ``STABLE``; engines read the files
-    (a Ray replica on another machine reads them there). The last ``keep`` versions stay."""
+    (a Ray replica on another machine reads them there). The last ``keep`` versions stay.
+
+    A file the engine cannot read (cut short on a shared folder, damaged in transit) is written
+    again once; a second failure stops the run in one line. A full disk is not retried."""
 
     folder: Path
     keep: int = 2
     name: str = "filesystem"
 
     def send(self, learner: Learner, engine: Engine) -> int:
+        try:
+            return self._send(learner, engine)
+        except Exception as exc:
+            if disk_full(exc):
+                raise
+            print(f"weight sync: the engine could not read v{learner.version:06d} "
+                  f"({type(exc).__name__}); writing it again", file=sys.stderr)
+            try:
+                return self._send(learner, engine)
+            except Exception as again:
+                if disk_full(again):
+                    raise
+                raise RunStopped(
+                    f"weight sync (filesystem): the engine could not read the weights of "
+                    f"version {learner.version} in {self.folder} twice ({type(again).__name__}: "
+                    f"{_first_line(again)}); `selfplay resume RUN` continues from its last "
+                    "checkpoint") from again
+
+    def _send(self, learner: Learner, engine: Engine) -> int:
         target = Path(self.folder) / f"v{learner.version:06d}"
         tmp = target.with_name(f".{target.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -111,6 +134,11 @@ class FilesystemTransport:
         versions = sorted(p for p in Path(self.folder).glob("v*") if p.is_dir())
         for old in versions[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""
 
 
 class NcclTransport:

@@ -436,6 +436,7 @@ def test_enough_hostile_programs() -> None:
     assert len({h.id for h in HOSTILE}) == len(HOSTILE)
 
 
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
 @pytest.mark.parametrize("hostile", HOSTILE, ids=[h.id for h in HOSTILE])
 def test_hostile_program_is_contained(pool: SandboxPool, host: Host, hostile: Hostile) -> None:
     workers_before = worker_pids(pool)
