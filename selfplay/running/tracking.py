@@ -28,6 +28,8 @@ def episode_record(episode: Episode, step: int, tokenizer=None) -> dict:
         if value is not None:
             record["info"][key] = value
     for turn in record["turns"]:
+        if turn.get("choice") is None:  # a written reply: its row as before scored moves
+            turn.pop("choice", None)
         if tokenizer is not None and not turn.get("prompt_text"):
             turn["prompt_text"] = tokenizer.decode(turn["prompt_ids"])
     return record

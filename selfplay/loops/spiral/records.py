@@ -56,8 +56,9 @@ class GameRecord:
             "truncated": game.truncated,
             "moves": self.moves,
             "parse_failures": self.parse_failures,
-            "outside_mass": self.outside,
             "outcome": {str(k): v for k, v in game.outcome().items()} if game.done else None,
+            # scored moves only: written replies keep their rows as before (the golden runs)
+            **({"outside_mass": self.outside} if self.outside else {}),
         }
 
 
