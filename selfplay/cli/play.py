@@ -95,7 +95,7 @@ def load_policy(run: str | None, model: str) -> Opponent:
     if PLAYER in config.roles:  # a game run: its own player prompt, prefill and all
         spec = config.roles[PLAYER]
         settings = config.settings
-        norm = settings.action_norm if getattr(settings, "action", "text") == "scored" else None
+        norm = settings.action_norm if settings.action == "scored" else None
         return Opponent(policy, spec.adapter_name(PLAYER), load_role(spec.prompt), budget, norm)
     role = next(iter(config.roles))  # another loop's run: its weights, the built-in prompt
     return Opponent(policy, config.roles[role].adapter_name(role), load_role(PLAYER), budget)

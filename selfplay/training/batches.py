@@ -154,8 +154,8 @@ def learner_batches(samples: list[Sample], adapters: list[str], settings, *,
         micro_batch_size=micro_batch_size or settings.micro_batch_size,
         eps_high=settings.eps_high,
         share_prefixes=share_prefixes,
-        tree_tokens=getattr(settings, "tree_tokens", DEFAULT_TREE_TOKENS),
-        tree_scope=getattr(settings, "tree_scope", "common"),
+        tree_tokens=settings.tree_tokens,
+        tree_scope=settings.tree_scope,
     )
 
 

@@ -92,7 +92,7 @@ async def measure(
     model put outside the legal replies is ``outside``)."""
     view = view_of(game_id, kwargs)
     seat = Seat("policy", loop.policy_adapter())
-    exact = getattr(loop.settings, "action", "text") == "scored"
+    exact = loop.settings.action == "scored"
     asks, rows = [], []
     for key, player, state in information_states(view.spiel_game):
         game = view.at(state)
