@@ -18,7 +18,9 @@ def small_batch(monkeypatch):
 
 def test_sync_stage_tells_a_skipped_sync_from_a_real_one(small_batch):
     result = gpu.stage_sync(tiny_model_dir(), "lora")
-    assert result["before_step"] == 0.0  # LoRA B starts at zero: the base on both sides
+    # LoRA B starts at zero: the base on both sides, equal but for fp32 rounding (the engine
+    # scores through a prefix tree's 4D mask, the learner another kernel: 1.9e-6 measured)
+    assert result["before_step"] < 1e-5
     for transport in ("inprocess", "filesystem"):
         # bf16 on both sides leaves rounding; a skipped sync leaves the trained steps' change
         assert result[transport] < 0.05 < result["planted_skip"], result
