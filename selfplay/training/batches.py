@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from selfplay.engines.prefix import common_prefix_length
 from selfplay.engines.tree import PrefixTree, pack_rows
 from selfplay.rl.losses import Aggregation, token_coefficients
 from selfplay.types import Sample
@@ -182,7 +183,7 @@ def tree_chunks(
             prompt, previous, nodes = item[0].turn.prompt_ids, (), budget + 1  # a new chunk
         added, last = 0, previous
         for row in sorted(tuple(r) for r in sample_rows(item[0])):
-            added += len(row) - _shared(last, row)
+            added += len(row) - common_prefix_length(last, row)
             last = row
         if chunks and nodes + added <= budget:
             chunks[-1].append(item)
@@ -192,14 +193,6 @@ def tree_chunks(
             nodes = sum(len(r) for r in sample_rows(item[0]))
         previous = last
     return chunks
-
-
-def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 @dataclass
