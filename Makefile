@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup run test test-all test-faults test-under-load test-vllm bench-vllm lint clean mutation
+.PHONY: setup run test test-all test-heavy test-faults test-under-load test-vllm bench-vllm lint clean mutation
 
 setup: $(STAMP)
 
@@ -37,6 +37,11 @@ run: setup
 
 test: setup
 	$(BIN)/pytest -q --durations=15
+
+# the heavy tests (marker `heavy`: two learner ranks, killed and resumed runs, sweeps, whole
+# moved runs; 20 s to 3 min each): CI runs them after `make test`, which stays under 15 minutes
+test-heavy: setup
+	$(BIN)/pytest -q -m heavy --durations=15
 
 # the fault-injection suite (tests/faults: a full disk, signals, dead workers and ranks, cut
 # files, each at a named stage of a step, then resumed): ~15 minutes, so not in `make test`
@@ -70,7 +75,7 @@ bench-vllm: setup $(VLLM_STAMP)
 	PYTHONPATH=. $(VLLM_VENV)/bin/python -m selfplay bench engine --backend vllm
 
 test-all: setup
-	$(BIN)/pytest -q -m "slow or not slow"
+	$(BIN)/pytest -q -m "slow or not slow or heavy or faults"
 
 # Mutation testing of the RL core and the game scoring ([tool.mutmut] in pyproject.toml): slow,
 # so not part of `make test`. Results are cached in mutants/; docs/testing.md has the score.

@@ -45,6 +45,7 @@ def test_step_breakdown_counts_prefill_and_the_tokens_reuse_saves(tiny_model_pat
         assert figures["tool_s"] == 0.0  # rlvr calls no tool
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_trees_bench_counts_hands_and_the_learners_seconds_per_sample(tiny_model_path):
     """Both arms of ``--compare trees`` run the same games (the same seed) and train on the
     same number of samples; hands per minute is 60·games / s per step."""

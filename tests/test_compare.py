@@ -78,6 +78,7 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_the_table_holds_what_the_run_folders_wrote(compared):
     _, out = compared
     table = json.loads((out / "results.json").read_text())

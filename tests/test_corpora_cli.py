@@ -146,6 +146,7 @@ def test_build_flags_are_the_corpus_settings_fields():
     assert (args.chunk_tokens, args.index, args.overlap_tokens) == (64, "ivf", None)
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_build_passes_the_model_tokenizer_loader(cache, monkeypatch):
     """The CLI, not corpora, knows how to load a model's tokenizer: it injects tokenizer_for."""
     import corpora

@@ -76,6 +76,7 @@ def test_summarize_pass_at_k_matches_the_closed_form():
     assert row["accuracy/f"] == 0.5 and row["accuracy/g"] == 0.0
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_evaluate_a_tiny_run_at_archived_steps(tmp_path, capsys):
     run_dir, world = make_tiny_run(tmp_path)
     # archive: every step kept, while only one full checkpoint survives pruning

@@ -229,6 +229,7 @@ def test_config_passes_kl_settings_to_the_learner_and_refuses_bad_ones(tmp_path)
 # ---------------------------------------------------------------- two ranks
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 @pytest.mark.parametrize("finetune", ["lora", "full"])
 def test_two_ranks_give_the_one_process_kl_loss_and_update(tiny_model_path, finetune) -> None:
     """The reference on 2 gloo ranks (LoRA: adapters disabled on each rank; full: a frozen

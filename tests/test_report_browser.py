@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_page_renders_every_plot_and_the_task_table_filters(tmp_path):
     from tests.browser import Browser, chart_pixels
 

@@ -12,6 +12,7 @@ from tests.processes import ENV, kill_after_rows, metric_rows, selfplay
 STEPS = 16
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_resume_after_kill_9_continues_without_duplicates(tmp_path, tiny_model_path, mode):
     config = tiny_config(tmp_path, train={"steps": STEPS}, rollout={"mode": mode})

@@ -79,6 +79,7 @@ def run_folders(runs: Path) -> list[Path]:
     return sorted(runs.iterdir()) if runs.exists() else []
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_a_moved_run_resumes_evaluates_crossplays_analyses_and_exports_elsewhere(
     plugin_folder: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

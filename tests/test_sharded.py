@@ -96,6 +96,7 @@ def test_deal_pads_every_rank_to_the_same_number_of_passes() -> None:
                for b, x in zip(share, w, strict=True) if x) == sum(b.tokens for b in batches)
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 @pytest.mark.parametrize("aggregation", ["seq-mean-token-sum-norm", "token-mean"])
 def test_lora_step_on_two_ranks_equals_one_process(tiny_model_path, aggregation) -> None:
     settings = LearnerSettings(lora=LORA, lr=1e-2, micro_batch_size=2, aggregation=aggregation,
@@ -111,6 +112,7 @@ def test_lora_step_on_two_ranks_equals_one_process(tiny_model_path, aggregation)
         two.close()
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_full_fine_tuning_step_on_two_ranks_equals_one_process(tiny_model_path) -> None:
     settings = LearnerSettings(lora=None, lr=1e-3, micro_batch_size=2, max_new_tokens=8)
     one, two = pair(tiny_model_path, settings, [])
@@ -122,6 +124,7 @@ def test_full_fine_tuning_step_on_two_ranks_equals_one_process(tiny_model_path) 
         two.close()
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_an_adapter_no_rank_trains_is_left_alone(tiny_model_path) -> None:
     """Two adapters, a step that trains only one: the other gets no update on either learner
     (a zero gradient would still move it through AdamW's weight decay and moments)."""
@@ -140,6 +143,7 @@ def test_an_adapter_no_rank_trains_is_left_alone(tiny_model_path) -> None:
         two.close()
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_a_checkpoint_loads_on_another_number_of_ranks(tiny_model_path, tmp_path) -> None:
     """Saved on 2 ranks, loaded on 1 and on 2; saved on 1, loaded on 2: the same weights,
     optimizer state and version, and the next step equal to the learner that went on."""
@@ -166,6 +170,7 @@ def test_a_checkpoint_loads_on_another_number_of_ranks(tiny_model_path, tmp_path
         again.close()
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_a_dead_rank_ends_the_step_in_one_line(tiny_model_path) -> None:
     settings = LearnerSettings(lora=LORA, micro_batch_size=2, max_new_tokens=8)
     two = ShardedLearner(tiny_model_path, settings, ["shared"], ParallelSettings(ranks=2))

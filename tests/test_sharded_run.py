@@ -37,6 +37,7 @@ def figures(run_dir) -> list[tuple]:
             for r in metric_rows(run_dir) if not r.get("final")]
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_killed_on_two_ranks_resumes_on_one_and_on_two(tmp_path) -> None:
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(EXPERIMENT))

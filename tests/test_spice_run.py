@@ -64,6 +64,7 @@ def task_rows(run_dir):
     return [json.loads(line) for line in (run_dir / "tasks.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_tiny_model_run_writes_tasks_and_resumes(tmp_path, tiny_model_path, corpus_cache):
     config = validate(spice_run_config(tmp_path, corpus_cache), "test")
     run_dir = tmp_path / "run"

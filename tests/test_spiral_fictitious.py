@@ -176,6 +176,7 @@ def varied_strategies(monkeypatch):
     monkeypatch.setattr(spiral_loop, "measure", measure)
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_a_fictitious_run_records_strategies_and_their_average_exactly_across_a_resume(
     tmp_path, tiny_model_path, capsys, varied_strategies
 ):

@@ -116,6 +116,7 @@ def test_a_game_without_an_exact_best_response_is_refused_in_one_line(tmp_path, 
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_selfplay_strategy_reads_a_runs_policy(tmp_path, tiny_model_path, capsys):
     import json
 

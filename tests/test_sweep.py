@@ -272,6 +272,7 @@ def test_sweep_runs_are_self_contained(sequential):
         assert list((run_dir / "inputs" / "prompts").glob("*.yaml"))
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_ray_sweep_gives_the_sequential_results(sequential, tmp_path):
     ray = pytest.importorskip("ray")
     from selfplay.running.sweep import sweep
@@ -290,6 +291,7 @@ def test_ray_sweep_gives_the_sequential_results(sequential, tmp_path):
         assert essence(sweep_dir / entry["folder"]) == essence(sequential_dir / entry["folder"])
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path, tiny_model_path, capsys):
     config = tiny_config(tmp_path, train={"steps": 5}, checkpoint={"every": 1, "keep": 1})
     experiment = tmp_path / "exp.yaml"

@@ -56,6 +56,7 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_base_once_finals_once_and_nothing_twice(swept):
     evaluations = rows(swept / "heldout" / "evaluations.jsonl")
     assert [e["which"] for e in evaluations].count("base") == 1

@@ -44,7 +44,7 @@ from selfplay.training.make import learner_settings  # noqa: E402
 from selfplay.types import Request, SamplingParams  # noqa: E402
 from tests.conftest import tiny_config  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]  # heavy: CI's `make test-heavy`
 
 QUESTIONS = [f"What is {i} + {2 * i}?" + " Think." * (i % 3) for i in range(8)]
 
