@@ -11,18 +11,14 @@ between self-play and it belongs to the method (docs/games.md#the-imitation-ceil
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from games.bots import BotError, cfr_policy, check, parse
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
-from selfplay.loops.spiral.mmd import played_as
-from selfplay.loops.spiral.moves import scored_move
-from selfplay.loops.spiral.records import Seat
+from selfplay.loops.spiral.states import score_every_state, target_episodes
 from selfplay.loops.spiral.strategy import view_of
-from selfplay.stats.exploitability import information_states
-from selfplay.types import Episode, Sample
+from selfplay.types import Episode
 
 
 def check_target(bot: str, game_id: str, kwargs: dict) -> None:
@@ -55,37 +51,9 @@ async def imitation_episodes(
 ) -> tuple[list[Episode], dict[str, float]]:
     """One episode per (information state, legal move), rewarded σ(move | state); and the
     step's cross-entropy and KL(σ ‖ π) averaged over states (before this step's update)."""
-    view = view_of(game_id, kwargs)
-    seat = Seat("policy", loop.policy_adapter())
-    asks = []
-    for key, player, state in information_states(view.spiel_game):
-        game = view.at(state)
-        legal = state.legal_actions(player)
-        names = [view.name(game, player, a) for a in legal]
-        wanted = targets(bot, view.spiel_game, state)
-        request = loop.move_request(player, seat, game, greedy=True)
-        asks.append((key, legal, names, [wanted.get(a, 0.0) for a in legal], request))
-    turns = await policy.gather(
-        scored_move(policy, request, names, loop.settings.action_norm, True, None)
-        for _, _, names, _, request in asks
-    )
-    episodes, cross, kl = [], 0.0, 0.0
-    for (key, _, names, sigma, request), turn in zip(asks, turns, strict=True):
-        log_pi = turn.choice.log_pi
-        cross -= sum(p * lp for p, lp in zip(sigma, log_pi, strict=True))
-        kl += sum(p * (math.log(p) - lp) for p, lp in zip(sigma, log_pi, strict=True) if p > 0)
-        for move, p in enumerate(sigma):
-            chosen = played_as(turn, move)
-            episodes.append(Episode(
-                loop=loop.name, env=game_id, turns=[chosen], rewards={request.role: p},
-                group_id=f"s{step}-{key}", info={"imitation": {"state": key,
-                                                               "move": names[move],
-                                                               "target": p}}))
-    n = max(len(asks), 1)
-    return episodes, {"imitation/cross_entropy": cross / n, "imitation/kl": kl / n}
-
-
-def imitation_samples(episodes: list[Episode]) -> list[Sample]:
-    """Each (state, move) with advantage σ(move | state): the cross-entropy's gradient."""
-    return [Sample(turn=e.turns[0], advantage=e.rewards[e.turns[0].role], group_id=e.group_id,
-                   info={"env": e.env}) for e in episodes]
+    spiel_game, states = await score_every_state(loop, policy, game_id, kwargs)
+    sigma = []
+    for scored in states:
+        wanted = targets(bot, spiel_game, scored.state)
+        sigma.append([wanted.get(a, 0.0) for a in scored.legal])
+    return target_episodes(loop.name, game_id, step, states, sigma, "imitation")

@@ -47,8 +47,8 @@ from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSpec, Snapshots
 from selfplay.loops.spiral.history import STRATEGIES, Measured, StrategyHistory
-from selfplay.loops.spiral.imitation import check_target, imitation_episodes, imitation_samples
-from selfplay.loops.spiral.mmd import mmd_samples
+from selfplay.loops.spiral.imitation import check_target, imitation_episodes
+from selfplay.loops.spiral.mmd import check_exact_values, exact_mmd_episodes, mmd_samples
 from selfplay.loops.spiral.moves import scored_move
 from selfplay.loops.spiral.opponents import (
     POOLED,
@@ -62,6 +62,7 @@ from selfplay.loops.spiral.opponents import (
 from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
 from selfplay.loops.spiral.rules import NO_ACTION, play_move, training_rewards
 from selfplay.loops.spiral.settings import GameSpec, SpiralSettings
+from selfplay.loops.spiral.states import target_samples
 from selfplay.loops.spiral.strategy import exploitability_figures, measure, view_of
 from selfplay.rl.advantages import state_baseline_samples
 from selfplay.stats.games import eval_metrics
@@ -115,6 +116,8 @@ class SpiralLoop(Loop):
                 raise UserError("spiral.imitate trains the scored policy: set action: scored")
             for spec in s.games:
                 check_target(s.imitate, spec.id, spec.kwargs)
+        if s.update == "mmd" and s.mmd.values == "exact":
+            check_exact_values(s)
         check_pool(s.opponent, config.train.finetune, config.train.steps)
         check_opponents(s, s.games)  # every bot plays every game; pool only with its pool
         self.pool = make_pool(s.opponent)
@@ -270,14 +273,8 @@ class SpiralLoop(Loop):
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
         """Draw the step's games (by their weights, or from the curriculum's sampler), play
         them, and report each game's score to the curriculum."""
-        if self.settings.imitate is not None:  # the ceiling: imitation, no games
-            episodes, metrics = [], {}
-            for spec in self.settings.games:
-                more, figures = await imitation_episodes(
-                    self, policy, self.settings.imitate, spec.id, spec.kwargs, step)
-                episodes += more
-                metrics |= figures
-            return Collected(episodes, metrics)
+        if self.settings.every_state:  # the ceiling, or MMD from exact values: no hands
+            return await self.collect_every_state(policy, step)
         count = self.settings.games_per_step
         chosen: list[int | None] = [None] * count  # uniform: the games' own weights
         if self.config.curriculum.sampler != "uniform":
@@ -294,14 +291,30 @@ class SpiralLoop(Loop):
             metrics |= record_fictitious(self.pool, episodes)
         return Collected(episodes, metrics, games=len(episodes))
 
+    async def collect_every_state(self, policy: BatchingPolicy, step: int) -> Collected:
+        """A target at every information state of each game: CFR+'s (``imitate``) or the MMD
+        step's from exact values (``mmd.values: exact``)."""
+        s, episodes, metrics = self.settings, [], {}
+        for spec in s.games:
+            if s.imitate is not None:
+                more, figures = await imitation_episodes(self, policy, s.imitate, spec.id,
+                                                         spec.kwargs, step)
+            else:
+                more, figures = await exact_mmd_episodes(self, policy, spec.id, spec.kwargs,
+                                                         step, s.mmd)
+            episodes += more
+            metrics |= figures
+        self.games_played[step] = 0
+        return Collected(episodes, metrics)
+
     def samples(self, episodes: list[Episode]) -> list[Sample]:
         """SPIRAL's RAE advantages (the base class), or: the imitation ceiling's targets, the
         MMD step's targets (``update: mmd``), or per-state baselines (``baseline: state``)."""
         s = self.settings
         if s.imitate is None and s.update == "pg" and s.baseline == "rae":
             return super().samples(episodes)
-        if s.imitate is not None:
-            samples = imitation_samples(episodes)
+        if s.every_state:
+            samples = target_samples(episodes)
         elif s.update == "mmd":
             samples = mmd_samples(episodes, s.mmd)[0]
         else:

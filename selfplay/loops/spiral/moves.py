@@ -18,6 +18,7 @@ tokenisation-boundary pitfall does not arise between rollout and learner).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from typing import Literal
@@ -117,3 +118,14 @@ def state_policy(
     """(π over the legal moves, the mass outside them) at one state, for measurements."""
     log_pi = log_policy(logprobs, divisors(names, replies, norm))
     return [math.exp(x) for x in log_pi], outside_mass(logprobs)
+
+
+def played_as(turn: Turn, move: int) -> Turn:
+    """``turn`` as if it had played candidate ``move`` (the same prompt and candidates); its
+    engine log-prob is π_t(move), so the learner's importance weight is 1."""
+    choice = dataclasses.replace(turn.choice, chosen=move, explore=0.0)
+    candidate = choice.candidates[move]
+    return dataclasses.replace(turn, completion_ids=list(candidate), choice=choice,
+                               loss_mask=[1] * len(candidate),
+                               engine_logprobs=[0.0] * len(candidate),
+                               text=reply_text(choice.names[move], turn.prefill))

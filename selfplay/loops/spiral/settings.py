@@ -103,6 +103,12 @@ class SpiralSettings(LoopSettings):
     eval_exploitability: list[GameSpec] = []
     exploitability_samples: int = Field(16, ge=1)  # sampled replies per information state
 
+    @property
+    def every_state(self) -> bool:
+        """Whether a step sets a target at every information state instead of playing hands
+        (the imitation ceiling, or MMD from exact values)."""
+        return self.imitate is not None or (self.update == "mmd" and self.mmd.values == "exact")
+
     @field_validator("eval_opponents")
     @classmethod
     def _canonical_opponents(cls, names: list[str]) -> list[str]:  # mcts is mcts:1000
