@@ -53,6 +53,23 @@ def tiny_config(tmp_path, **sections) -> dict:
     return config
 
 
+def run_tiny_spiral(tmp_path, spiral: dict, prompt: str, train: dict) -> tuple:
+    """(the run folder, its metric rows): a whole SPIRAL run on the tiny model, in-process, with
+    these ``spiral:`` settings, the ``player`` role's ``prompt`` and ``train:`` settings."""
+    from selfplay.config_files import dump
+    from selfplay.loops import validate
+    from selfplay.running.runner import build, run
+
+    data = tiny_config(tmp_path, loop="spiral", train=train, spiral=spiral)
+    del data["rlvr"]
+    data["roles"] = {"player": {"prompt": prompt}}
+    config = validate(data, "test")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(dump(config))
+    return run_dir, run(build(config, run_dir, resume=False), 0)
+
+
 def varied_grade(text, *args) -> dict:
     """A grader for the tiny random model, which never answers right: reward by text length, so
     a group's rewards vary and there is something to train on."""

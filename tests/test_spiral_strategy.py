@@ -15,7 +15,7 @@ from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops import validate
 from selfplay.loops.spiral import SpiralLoop, strategy
 from selfplay.stats.exploitability import exploitability, information_states, load
-from tests.conftest import tiny_config
+from tests.conftest import run_tiny_spiral, tiny_config
 from tests.scripted import ScriptedEngine
 
 KUHN_ONE_ROUND = {"id": "kuhn_poker", "kwargs": {"rounds": 1}}
@@ -155,19 +155,10 @@ def test_a_run_measures_exploitability_before_and_after_and_the_page_draws_it(
 ):
     from selfplay.analysis.game_sections import exploitability_section
     from selfplay.analysis.rundata import RunData
-    from selfplay.config_files import dump
-    from selfplay.running.runner import build, run
-
-    data = tiny_config(tmp_path, loop="spiral", train={"steps": 1, "lr": 1e-3}, spiral={
+    run_dir, rows = run_tiny_spiral(tmp_path, {
         "games": [KUHN_ONE_ROUND], "eval_games": 0, "eval_opponents": ["random"],
-        "eval_exploitability": [KUHN_ONE_ROUND], "exploitability_samples": 2, "lenient": True})
-    del data["rlvr"]
-    data["roles"] = {"player": {"prompt": "player"}}
-    config = validate(data, "test")
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "config.yaml").write_text(dump(config))
-    rows = run(build(config, run_dir, resume=False), 0)
+        "eval_exploitability": [KUHN_ONE_ROUND], "exploitability_samples": 2, "lenient": True},
+        "player", {"steps": 1, "lr": 1e-3})
     measured = [r for r in rows if "eval/exploitability/kuhn_poker" in r]
     assert [r["step"] for r in measured] == [0, 1]  # before training and the final evaluation
     for row in measured:
