@@ -70,6 +70,20 @@ def run_tiny_spiral(tmp_path, spiral: dict, prompt: str, train: dict) -> tuple:
     return run_dir, run(build(config, run_dir, resume=False), 0)
 
 
+def measured(game, choose) -> list:
+    """StateCounts at every information state of an OpenSpiel ``game``:
+    ``choose(key, legal) -> (counts, invalid)``."""
+    from selfplay.stats.exploitability import StateCounts, information_states
+
+    rows = []
+    for key, player, state in information_states(game):
+        legal = state.legal_actions(player)
+        counts, invalid = choose(key, legal)
+        names = [state.action_to_string(player, a) for a in legal]
+        rows.append(StateCounts(key, player, legal, names, list(counts), invalid))
+    return rows
+
+
 def varied_grade(text, *args) -> dict:
     """A grader for the tiny random model, which never answers right: reward by text length, so
     a group's rewards vary and there is something to train on."""

@@ -19,17 +19,7 @@ from selfplay.stats.exploitability import (
     load,
     tabular,
 )
-
-
-def measured(game, choose) -> list[StateCounts]:
-    """``choose(key, legal) -> (counts, invalid)`` at every information state."""
-    rows = []
-    for key, player, state in information_states(game):
-        legal = state.legal_actions(player)
-        counts, invalid = choose(key, legal)
-        names = [state.action_to_string(player, a) for a in legal]
-        rows.append(StateCounts(key, player, legal, names, list(counts), invalid))
-    return rows
+from tests.conftest import measured
 
 
 def random_policy(game, rng: random.Random, invalid: bool = False) -> list[StateCounts]:
