@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXPERIMENT ?= spiral-kuhn-cpu
+EXPERIMENT ?= spiral-kuhn-exact-cpu
 STAMP := $(VENV)/.installed
 
 VLLM_VENV ?= .venv-vllm
