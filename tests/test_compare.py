@@ -132,6 +132,7 @@ def test_the_table_holds_what_the_run_folders_wrote(compared):
     assert (out / "report" / "curves.png").stat().st_size > 1000
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_the_base_model_is_evaluated_once_per_model_suite_and_seed(compared):
     """Both experiments use the tiny model on the same engine: their seed-k runs share one
     base evaluation (sampled answers depend on the seed, so one per seed, not one in all)."""
@@ -321,6 +322,7 @@ def test_curve_points_exploitability_and_fit_from_synthetic_runs(tmp_path):
     assert math.isfinite(fitted["b"])
 
 
+@pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_the_page_opens_in_chromium_with_its_plots(compared):
     if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():
         pytest.skip("chromium is not installed (make setup installs it with apt-get)")

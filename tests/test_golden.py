@@ -481,9 +481,15 @@ def same_value(expected, actual, numeric: bool) -> bool:
     return expected == actual
 
 
-@pytest.mark.parametrize("name", ["rlvr", "spiral", "spice", "agent0", "agent0-code-io",
-                                  "azr", "cure", "mae", "ssp", "rzero", "sqlm",
-                                  "spell", "verifiers"])
+GOLDEN_RUNS = ["rlvr", "spiral", "spice", "agent0", "agent0-code-io", "azr", "cure", "mae", "ssp",
+               "rzero", "sqlm", "spell", "verifiers"]
+
+
+# rlvr's run (16 s) stays in `make test` to check the golden machinery; the other twelve (19-29 s
+# each, ~5 min together) are `heavy`: CI's `make test-heavy` (docs/testing.md#what-runs-where)
+@pytest.mark.parametrize("name", [name if name == "rlvr" else
+                                  pytest.param(name, marks=pytest.mark.heavy)
+                                  for name in GOLDEN_RUNS])
 def test_golden_run(folder: Path, name: str) -> None:
     experiment = {"name": f"golden-{name}", "run_dir": str(folder / "runs" / name),
                   **experiments(folder)[name]}
