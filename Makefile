@@ -39,7 +39,7 @@ test: setup
 	$(BIN)/pytest -q --durations=15
 
 # the heavy tests (marker `heavy`: two learner ranks, killed and resumed runs, sweeps, whole
-# moved runs; 20 s to 3 min each): CI runs them after `make test`, which stays under 15 minutes
+# moved runs, twelve golden runs; 15 s to 3 min each): CI runs them after `make test`, which stays under 15 minutes
 test-heavy: setup
 	$(BIN)/pytest -q -m heavy --durations=15
 

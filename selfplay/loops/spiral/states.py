@@ -18,8 +18,8 @@ from typing import Any
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.spiral.moves import played_as, scored_move
 from selfplay.loops.spiral.records import Seat
-from selfplay.loops.spiral.strategy import view_of
-from selfplay.stats.exploitability import StateCounts, information_states
+from selfplay.loops.spiral.strategy import rendered_states, view_of
+from selfplay.stats.exploitability import StateCounts
 from selfplay.types import Episode, Request, Sample, Turn
 
 
@@ -50,10 +50,7 @@ async def score_every_state(
     view = view_of(game_id, kwargs)
     seat = Seat("policy", loop.policy_adapter())
     asks = []
-    for key, player, state in information_states(view.spiel_game):
-        game = view.at(state)
-        legal = state.legal_actions(player)
-        names = [view.name(game, player, a) for a in legal]
+    for key, player, state, game, legal, names in rendered_states(view):
         asks.append((key, player, state, legal, names,
                      loop.move_request(player, seat, game, greedy=True)))
     turns = await policy.gather(

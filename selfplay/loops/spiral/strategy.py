@@ -11,7 +11,7 @@ turns the counts into OpenSpiel's exact best response (docs/games.md#exploitabil
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -76,6 +76,17 @@ def view_of(game_id: str, kwargs: dict | None = None) -> View:
                     "kuhn_poker with kwargs {rounds: 1} have an exact best response here")
 
 
+def rendered_states(view: View) -> Iterator[tuple[str, int, Any, games.Game, list[int], list[str]]]:
+    """(key, player, one of its OpenSpiel states, the ``Game`` positioned there, the legal
+    action ids, their move names) for every information state, in OpenSpiel's order. The
+    ``Game`` may be one object moved from state to state: render what is asked of it before
+    taking the next item."""
+    for key, player, state in information_states(view.spiel_game):
+        game = view.at(state)
+        legal = state.legal_actions(player)
+        yield key, player, state, game, legal, [view.name(game, player, a) for a in legal]
+
+
 async def measure(
     loop: Player,
     policy: BatchingPolicy,
@@ -94,10 +105,7 @@ async def measure(
     seat = Seat("policy", loop.policy_adapter())
     exact = loop.settings.action == "scored"
     asks, rows = [], []
-    for key, player, state in information_states(view.spiel_game):
-        game = view.at(state)
-        legal = state.legal_actions(player)
-        names = [view.name(game, player, a) for a in legal]
+    for key, player, _, game, legal, names in rendered_states(view):
         rows.append(StateCounts(key, player, legal, names, [0.0] * len(legal)))
         asks += [(rows[-1], loop.move_request(player, seat, game, greedy=False))
                  for _ in range(1 if scored or exact else samples)]
