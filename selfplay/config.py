@@ -113,6 +113,13 @@ class TrainConfig(Strict):
     # output and evaluations excluded) reach this many; None: run all ``steps``
     token_budget: int | None = Field(None, ge=1)
     lr: float = Field(1e-5, gt=0)
+    # the learning rate over the run's ``steps``: constant, or decayed (linearly or on a cosine)
+    # from ``lr`` at the first step to ``lr * lr_final`` at the last. Game self-play needs it:
+    # a constant-lr learner steps past the equilibrium and cycles (docs/algorithms.md#mmd)
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_final: float = Field(0.0, ge=0, le=1)
+    # AdamW's (β1, β2); β1 0 drops momentum, which carries a game policy past its target
+    adam_betas: tuple[float, float] = (0.9, 0.999)
     loss: Literal["grpo", "drgrpo", "rloo", "reinforce", "cispo"] = "drgrpo"
     aggregation: (
         Literal["token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean", "prompt-level"]
@@ -141,6 +148,12 @@ class TrainConfig(Strict):
     lora: LoraConfig = LoraConfig()
     gradient_checkpointing: bool = False
     parallel: ParallelConfig = ParallelConfig()
+
+    @model_validator(mode="after")
+    def _betas_in_range(self) -> TrainConfig:
+        if not all(0 <= beta < 1 for beta in self.adam_betas):
+            raise ValueError(f"train.adam_betas must each be in [0, 1), got {self.adam_betas}")
+        return self
 
 
 class AdvantageConfig(Strict):

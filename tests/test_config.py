@@ -44,6 +44,8 @@ def test_overrides_are_typed_and_dotted(tmp_path):
         ("train.lr=abc", "key 'train.lr'"),
         ("sampling.max_new_tokens=0", "key 'sampling.max_new_tokens'"),
         ("roles.solver.adapter=mine", "key 'roles.solver.adapter'"),
+        ("train.adam_betas=[1.0,0.999]", "train.adam_betas must each be in [0, 1)"),
+        ("train.lr_schedule=step", "key 'train.lr_schedule'"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path, override, needle):

@@ -13,6 +13,7 @@ from selfplay.core.errors import UserError
 from selfplay.rl.losses import LogitTransform
 from selfplay.training.base import LearnerSettings
 from selfplay.training.learner import LocalLearner, logit_transform, naive_logprobs
+from selfplay.training.state import scheduled_lr
 from tests.test_learner_loss import LORA, _full_logprobs, _randomise_lora_b, _samples
 
 ADAPTERS = ["alpha", "beta"]
@@ -226,3 +227,39 @@ def test_bf16_allows_its_rounding_but_float32_does_not(tiny_model_path):
     with pytest.raises(UserError):
         logit_transform(model, "scaled")
     assert logit_transform(model.to(torch.bfloat16), "scaled").scale == 1.0
+
+
+def test_scheduled_lr_decays_from_lr_to_lr_final_and_holds():
+    """Linear and cosine decay from ``lr`` at update 0 to ``lr * lr_final`` at the schedule's
+    last update, held after it (a run longer than its schedule does not restart it)."""
+    linear = LearnerSettings(lr=1.0, lr_schedule="linear", lr_final=0.1, schedule_steps=5)
+    assert [scheduled_lr(linear, v) for v in range(7)] == pytest.approx(
+        [1.0, 0.775, 0.55, 0.325, 0.1, 0.1, 0.1])
+    cosine = LearnerSettings(lr=2.0, lr_schedule="cosine", lr_final=0.0, schedule_steps=3)
+    assert [scheduled_lr(cosine, v) for v in range(4)] == pytest.approx([2.0, 1.0, 0.0, 0.0])
+    constant = LearnerSettings(lr=0.3, lr_final=0.1, schedule_steps=3)
+    assert {scheduled_lr(constant, v) for v in range(5)} == {0.3}
+
+
+def test_the_scheduled_lr_moves_the_weights_and_survives_a_resume(tiny_model_path):
+    """Each update steps at its scheduled lr (Adam's first step moves every weight with a
+    gradient by ≈ lr, so the largest change is the lr used), and a learner restored after two
+    updates takes its third at the third update's lr, not the first's."""
+    settings = LearnerSettings(lora=LORA, lr=1e-2, lr_schedule="linear", lr_final=0.1,
+                               schedule_steps=5, adam_betas=(0.0, 0.999))
+    torch.manual_seed(0)
+    original = LocalLearner(tiny_model_path, settings, ["shared"])
+    _randomise_lora_b(original)
+    assert original.optimizer.param_groups[0]["betas"] == (0.0, 0.999)
+    before = _trainable(original)
+    first = original.step(_samples([1.0, -1.0, 0.5]))
+    moved = max((p - before[n]).abs().max().item() for n, p in _trainable(original).items())
+    # within 5%: a step is lr·g/(|g| + ε), a little under lr where gradients are small
+    assert first["train/lr"] == pytest.approx(1e-2) and moved == pytest.approx(1e-2, rel=0.05)
+    assert original.step(_samples([0.5, -1.0, 1.0]))["train/lr"] == pytest.approx(7.75e-3)
+    buffer = io.BytesIO()
+    torch.save(original.state_dict(), buffer)
+    restored = LocalLearner(tiny_model_path, settings, ["shared"])
+    restored.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=False))
+    assert restored.step(_samples([1.0, 0.5, -1.0]))["train/lr"] == pytest.approx(5.5e-3)
+    assert restored.optimizer.param_groups[0]["lr"] == pytest.approx(5.5e-3)

@@ -99,23 +99,26 @@ def test_the_imitation_target_must_be_a_cfr_bot(tmp_path):
 
 
 # ------------------------------------------------------------------ exact values (full feedback)
-def _kuhn_q(policy: dict[str, list[float]]) -> dict[str, list[float]]:
+def _kuhn_q(policy: dict[str, list[float]],
+            opponent: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Q(s, a) for the acting seat at every Kuhn information state, written out by hand (an
     independent reference for OpenSpiel's tree walk): the six deals equally likely, the
     histories of a state weighted by the opponent's reach, chips won as the payoff. ``policy``
-    maps OpenSpiel's keys ("0", "1pb", ...) to (pass, bet) probabilities."""
+    maps OpenSpiel's keys ("0", "1pb", ...) to (pass, bet) probabilities; the other seat plays
+    ``opponent`` (default: ``policy`` too)."""
     moves = "pb"
+    opponent = opponent or policy
 
     def payoff(cards, history):  # to seat 0, at a terminal history
         win = 1 if cards[0] > cards[1] else -1
         return {"pp": win, "pbp": -1, "pbb": 2 * win, "bp": 1, "bb": 2 * win}[history]
 
-    def value(cards, history):  # to seat 0, both seats following ``policy``
+    def value(cards, history, me):  # to seat 0: seat ``me`` follows policy, the other opponent
         if history in ("pp", "pbp", "pbb", "bp", "bb"):
             return payoff(cards, history)
         seat = len(history) % 2
-        pi = policy[f"{cards[seat]}{history}"]
-        return sum(p * value(cards, history + m) for p, m in zip(pi, moves, strict=True))
+        pi = (policy if seat == me else opponent)[f"{cards[seat]}{history}"]
+        return sum(p * value(cards, history + m, me) for p, m in zip(pi, moves, strict=True))
 
     q: dict[str, list[float]] = {}
     for key in policy:
@@ -127,11 +130,11 @@ def _kuhn_q(policy: dict[str, list[float]]) -> dict[str, list[float]]:
             reach = 1.0  # the opponent's probability of playing into this history
             for i, m in enumerate(history):
                 if i % 2 != seat:
-                    reach *= policy[f"{cards[1 - seat]}{history[:i]}"][moves.index(m)]
+                    reach *= opponent[f"{cards[1 - seat]}{history[:i]}"][moves.index(m)]
             reach_sum += reach
             for a, m in enumerate(moves):
                 sign = 1 if seat == 0 else -1
-                totals[a] += reach * sign * value(cards, history + m)
+                totals[a] += reach * sign * value(cards, history + m, seat)
         q[key] = [t / reach_sum for t in totals]
     return q
 
@@ -139,7 +142,7 @@ def _kuhn_q(policy: dict[str, list[float]]) -> dict[str, list[float]]:
 def test_exact_values_are_the_hand_written_kuhn_values():
     import random as random_module
 
-    from selfplay.loops.spiral.mmd import exact_values
+    from selfplay.loops.spiral.exact import exact_values
     from selfplay.loops.spiral.states import ScoredState
     from selfplay.stats.exploitability import information_states, load
 
@@ -167,8 +170,37 @@ def test_exact_values_are_the_hand_written_kuhn_values():
         [s.key for s in states].index("0pb")][1]
 
 
+def test_exact_values_against_an_opponent_are_the_hand_written_kuhn_values():
+    """Against another policy (a fixed opponent, or fictitious play's average), each seat's
+    states are valued with that seat playing the policy and the other the opponent: the
+    hand-written recursion with the two tables apart (fails if a walk swaps the seats)."""
+    import random as random_module
+
+    from selfplay.loops.spiral.exact import exact_values
+    from selfplay.loops.spiral.states import ScoredState
+    from selfplay.stats.exploitability import StateCounts, information_states, load
+
+    spiel = load("kuhn_poker")
+    rng = random_module.Random(5)
+    states, policy, opponent, rows = [], {}, {}, []
+    for key, player, state in information_states(spiel):
+        bet, their_bet = rng.uniform(0.05, 0.95), rng.uniform(0.05, 0.95)
+        policy[key], opponent[key] = [1 - bet, bet], [1 - their_bet, their_bet]
+        states.append(ScoredState(key, player, state, state.legal_actions(player),
+                                  ["pass", "bet"], None,
+                                  _turn([1], 0, [math.log(1 - bet), math.log(bet)])))
+        rows.append(StateCounts(key, player, state.legal_actions(player), ["pass", "bet"],
+                                opponent[key]))
+    values, _ = exact_values(spiel, states, rows)
+    expected = _kuhn_q(policy, opponent)
+    assert expected != _kuhn_q(policy)  # the opponent matters to every check below
+    for scored, q in zip(states, values, strict=True):
+        assert q == pytest.approx(expected[scored.key], abs=1e-9), scored.key
+
+
 @pytest.mark.parametrize(("setting", "message"), [
-    ({"opponent": {"kind": "random"}}, "needs opponent: {kind: mirror}, not 'random'"),
+    ({"opponent": {"kind": "frozen"}}, "opponent kind 'frozen' has none"),
+    ({"opponent": {"kind": "bot", "bot": "mcts:10"}}, "bot 'mcts:10' has none"),
     ({"imitate": "cfr"}, "both set every state's target: choose one"),
     ({"games": [{"id": "tictactoe"}]}, "exact walks the game tree: exploitability of"),
 ])
@@ -225,7 +257,7 @@ def test_a_step_on_every_state_moves_the_policy_toward_its_targets(tmp_path, tar
 def _tabular_mmd(alpha: float, eta: float, iterations: int) -> float:
     """Exploitability after ``iterations`` full MMD steps on a table (π replaced by π* each
     step), with this module's own target and exact values: what the LoRA run approximates."""
-    from selfplay.loops.spiral.mmd import exact_values
+    from selfplay.loops.spiral.exact import exact_values
     from selfplay.loops.spiral.states import ScoredState
     from selfplay.stats.exploitability import (
         StateCounts,
@@ -254,3 +286,58 @@ def test_exact_mmd_on_a_table_reaches_its_regularised_equilibrium_and_too_large_
     # spiral-kuhn-exact-cpu uses α 0.2, η 1
     assert _tabular_mmd(0.2, 1.0, 60) == pytest.approx(0.044, abs=0.005)
     assert _tabular_mmd(0.1, 2.0, 60) > 0.1
+
+
+def test_fictitious_play_plays_the_average_of_the_past_iterates_and_keeps_it_on_resume():
+    """Exact fictitious play's opponent at step t is the extensive-form average of the scored
+    policies of steps before t (none at step 0: self-play); a checkpoint holds the settled
+    steps only, and a restored run averages the same iterates."""
+    from selfplay.loops.spiral.exact import PastIterates
+    from selfplay.stats.average_policy import average_policy
+    from selfplay.stats.exploitability import StateCounts, information_states, load
+
+    spiel = load("kuhn_poker")
+    layout = [(key, player, state.legal_actions(player))
+              for key, player, state in information_states(spiel)]
+
+    def flat(rows):
+        return [p for row in rows for p in row.probabilities()]
+
+    def policy(bet: float) -> list[StateCounts]:
+        return [StateCounts(key, player, legal, ["p", "b"], [1 - bet, bet])
+                for key, player, legal in layout]
+
+    past = PastIterates()
+    past.add(0, "kuhn", spiel, policy(0.9))
+    assert past.average("kuhn", before=0) is None
+    past.settle(0)
+    past.add(1, "kuhn", spiel, policy(0.1))
+    saved = past.state_dict()  # step 1's update not done: its iterate is not saved
+    expected = average_policy(spiel, [policy(0.9), policy(0.1)])
+    got = past.average("kuhn", before=2)
+    assert flat(got) == pytest.approx(flat(expected))
+    # reach-weighted, not the plain mean 0.5: the first seat reaches "0pb" by passing, which
+    # the bet-0.1 iterate does 9 times as often, so it bets there (0.1·0.9 + 0.9·0.1) / 1.0
+    assert got[[s.key for s in got].index("0pb")].probabilities()[1] == pytest.approx(0.18)
+    restored = PastIterates()
+    restored.load_state_dict(saved)
+    assert flat(restored.average("kuhn", before=2)) == pytest.approx(flat(policy(0.9)))
+
+
+def test_exact_fictitious_play_values_against_the_past_from_its_second_step(tmp_path):
+    """A tiny run of exact fictitious play: step 0 has no past (self-play's value), step 1
+    values the policy against step 0's iterate, and the checkpoint keeps that iterate."""
+    import torch
+
+    kuhn = {"id": "kuhn_poker", "kwargs": {"rounds": 1}}
+    spiral = {"games": [kuhn], "eval_games": 0, "eval_opponents": ["random"],
+              "action": "scored", "opponent": {"kind": "fictitious", "refresh_every": 1},
+              "update": "mmd", "mmd": {"eta": 1.0, "alpha": 0.2, "values": "exact"}}
+    run_dir, rows = run_tiny_spiral(tmp_path, spiral, "player_kuhn", {"steps": 2, "lr": 3e-3})
+    steps = [r for r in rows if "mmd/states" in r]
+    assert "mmd/self_play_value" in steps[0] and "mmd/value_against_opponent" not in steps[0]
+    assert "mmd/value_against_opponent" in steps[1] and "mmd/self_play_value" not in steps[1]
+    latest = run_dir / "checkpoints" / (run_dir / "checkpoints" / "latest").read_text().strip()
+    state = torch.load(latest / "state.pt", weights_only=False)
+    past = state["loop"]["past_iterates"]["kuhn_poker {\"rounds\": 1}"]
+    assert len(past["reached"]) == 12  # Kuhn's information states, two steps folded in

@@ -27,6 +27,10 @@ class LearnerSettings:
     ``sampling``, ``model`` and ``train.lora``."""
 
     lr: float = 1e-5
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_final: float = 0.0  # the last step's lr as a share of ``lr``
+    schedule_steps: int = 1  # the steps the schedule spans (``train.steps``)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     objective: Objective = "ppo"

@@ -66,7 +66,8 @@ class LocalLearner(Learner):
         self.scorer = Scorer(self.model, self.adapters, settings, self.logit_transform, self.device,
                              None if reference is None else reference.to(self.device))
         self.scorer.mark_trainable()
-        self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
+        self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay,
+                                            settings.adam_betas)
         self.version = 0  # number of optimizer steps taken
         self.nccl = NcclSending()
 
@@ -149,6 +150,8 @@ class LocalLearner(Learner):
         self.model.train()
         if self.settings.epochs > 1:
             self.scorer.first_pass(batches)
+        lr = learner_state.scheduled_lr(self.settings, self.version)
+        learner_state.set_lr(self.optimizer, lr)
         stats: dict[str, float] = {}
         for _ in range(self.settings.epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -169,7 +172,7 @@ class LocalLearner(Learner):
             "train/tokens_per_s": tokens / max(elapsed, 1e-9),
             "train/seconds": elapsed,
         }
-        return stats
+        return stats | learner_state.lr_metric(self.settings, lr)
 
     def _accumulate(self, batches: list[MicroBatch]) -> dict[str, float]:
         return self.scorer.accumulate(batches).metrics()

@@ -29,6 +29,8 @@ def learner_settings(config: ExperimentConfig) -> LearnerSettings:
         "max_new_tokens": config.sampling.max_new_tokens,  # Dr. GRPO's constant normaliser
         "dtype": learner_dtype(config, torch.cuda.is_available()),
         "lora": lora_spec(config),  # None when fully fine-tuned
+        "schedule_steps": config.train.steps,
+        "adam_betas": tuple(config.train.adam_betas),
     }
     train = config.train.model_dump()
     same = {

@@ -125,13 +125,19 @@ class RankWorker:
                 reference, lambda batch: self.scorer.compute(batch, reference)
             )
         del full
-        self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay)
+        self.optimizer = learner_state.adamw(self.model, settings.lr, settings.weight_decay,
+                                            settings.adam_betas)
         self.nccl = NcclSending()
 
     # ------------------------------------------------------------------ training
-    def step(self, batches: list[MicroBatch], weights: list[float], used: list[str]) -> dict:
-        """One optimizer update: this rank's micro-batches (padding passes have weight 0),
-        ``used``: the adapters any rank trains this step."""
+    def step(
+        self, batches: list[MicroBatch], weights: list[float], used: list[str], lr: float
+    ) -> dict:
+        """One optimizer update at learning rate ``lr``: this rank's micro-batches (padding
+        passes have weight 0), ``used``: the adapters any rank trains this step."""
+        from selfplay.training import state as learner_state
+
+        learner_state.set_lr(self.optimizer, lr)
         batches = [b.to(self.device) for b in batches]
         self.model.train()
         if self.settings.epochs > 1:

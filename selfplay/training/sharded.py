@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from selfplay.core.errors import UserError
+from selfplay.training import state as learner_state
 from selfplay.training.base import Learner, LearnerSettings
 from selfplay.training.batches import MicroBatch, learner_batches
 from selfplay.training.placement import RayRanks, TorchrunRanks, launched_by_torchrun
@@ -88,8 +89,9 @@ class ShardedLearner(Learner):
                                   share_prefixes=self.settings.share_prefix)
         shares, weights = deal(batches, self.ranks)
         used = sorted({b.adapter for b in batches})
-        results = self._all("step", per_rank=[(s, w, used) for s, w in zip(shares, weights,
-                                                                              strict=True)])
+        lr = learner_state.scheduled_lr(self.settings, self.version)
+        results = self._all("step", per_rank=[(s, w, used, lr)
+                                              for s, w in zip(shares, weights, strict=True)])
         totals = Totals()
         for result in results:
             totals = totals.add(Totals(result["sums"], result["mismatch_max"]))
@@ -102,7 +104,7 @@ class ShardedLearner(Learner):
             "train/tokens": float(tokens),
             "train/tokens_per_s": tokens / max(elapsed, 1e-9),
             "train/seconds": elapsed,
-        }
+        } | learner_state.lr_metric(self.settings, lr)
 
     def score(self, samples: list[Sample]) -> list[list[float]]:
         """Trainer log-probs of every model token of each sample (rank 0's answer; every rank

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -30,10 +31,13 @@ LOAD_OPTIONS = StateDictOptions(ignore_frozen_params=True, strict=False)
 META = "learner.json"
 
 
-def adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+def adamw(
+    model: torch.nn.Module, lr: float, weight_decay: float,
+    betas: tuple[float, float] = (0.9, 0.999),
+) -> torch.optim.AdamW:
     """AdamW over the trainable parameters, its state created up front."""
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=betas)
     for param in params:
         optimizer.state[param] = {
             "step": torch.tensor(0.0, dtype=_scalar_dtype()),
@@ -41,6 +45,30 @@ def adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim
             "exp_avg_sq": torch.zeros_like(param, memory_format=torch.preserve_format),
         }
     return optimizer
+
+
+def scheduled_lr(settings, version: int) -> float:
+    """The learning rate of the update after ``version`` updates: ``settings.lr`` decayed
+    (``lr_schedule``) to ``lr * lr_final`` at update ``schedule_steps - 1``, held there after.
+    A function of the version alone, so a resumed run continues the same schedule."""
+    if settings.lr_schedule == "constant":
+        return settings.lr
+    progress = min(version / max(settings.schedule_steps - 1, 1), 1.0)
+    if settings.lr_schedule == "linear":
+        share = 1.0 - progress
+    else:  # cosine
+        share = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return settings.lr * (settings.lr_final + (1.0 - settings.lr_final) * share)
+
+
+def lr_metric(settings, lr: float) -> dict[str, float]:
+    """``train/lr`` when a schedule moves it (a constant lr is in the run's config already)."""
+    return {} if settings.lr_schedule == "constant" else {"train/lr": lr}
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 def _scalar_dtype() -> torch.dtype:

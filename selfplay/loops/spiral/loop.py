@@ -46,9 +46,10 @@ from selfplay.core.errors import UserError
 from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSpec, Snapshots
+from selfplay.loops.spiral.exact import PastIterates, check_exact_values, exact_mmd_episodes
 from selfplay.loops.spiral.history import STRATEGIES, Measured, StrategyHistory
 from selfplay.loops.spiral.imitation import check_target, imitation_episodes
-from selfplay.loops.spiral.mmd import check_exact_values, exact_mmd_episodes, mmd_samples
+from selfplay.loops.spiral.mmd import mmd_samples
 from selfplay.loops.spiral.moves import scored_move
 from selfplay.loops.spiral.opponents import (
     POOLED,
@@ -122,6 +123,7 @@ class SpiralLoop(Loop):
         check_opponents(s, s.games)  # every bot plays every game; pool only with its pool
         self.pool = make_pool(s.opponent)
         self.strategies = StrategyHistory()  # what eval_exploitability measured, in order
+        self.past = PastIterates()  # exact fictitious play's opponent: the average iterate
         self.games_played: dict[int, int] = {}  # training games per step
         self.curriculum = Curriculum(config.curriculum, seed=config.seed)
         for index, spec in enumerate(s.games):
@@ -301,7 +303,7 @@ class SpiralLoop(Loop):
                                                          spec.kwargs, step)
             else:
                 more, figures = await exact_mmd_episodes(self, policy, spec.id, spec.kwargs,
-                                                         step, s.mmd)
+                                                         step, s.mmd, self.past)
             episodes += more
             metrics |= figures
         self.games_played[step] = 0
@@ -327,8 +329,9 @@ class SpiralLoop(Loop):
         """Settle the strategies measured up to this step (the checkpoint after it keeps them);
         snapshot the policy into the FIFO pool every ``refresh_every`` steps."""
         self.strategies.settle(step)
-        if self.settings.opponent.kind not in POOLED:
-            return
+        self.past.settle(step)
+        if self.settings.opponent.kind not in POOLED or self.settings.every_state:
+            return  # (the every-state updates play no games: a snapshot would sit unused)
         name = f"{POOL_PREFIX}{step + 1}"
         before = set(self.pool.ids)
         if not self.pool.maybe_add(step + 1, name):
@@ -391,6 +394,7 @@ class SpiralLoop(Loop):
     def state_dict(self) -> dict:
         return {**super().state_dict(), "pool": self.pool.state_dict(),
                 "strategies": self.strategies.state_dict(),
+                "past_iterates": self.past.state_dict(),
                 "games_played": dict(self.games_played)}
 
     def load_state_dict(self, state: dict) -> None:
@@ -400,4 +404,5 @@ class SpiralLoop(Loop):
             self.pool.weighting = self.settings.opponent.weighting
             self.pool.decay = self.settings.opponent.decay
         self.strategies.load_state_dict(state.get("strategies", {}))  # none before issue 39
+        self.past.load_state_dict(state.get("past_iterates", {}))
         self.games_played = {int(k): int(v) for k, v in state.get("games_played", {}).items()}

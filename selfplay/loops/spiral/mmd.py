@@ -23,11 +23,10 @@ same samples as the imitation ceiling, ``spiral/imitation.py``, with a target th
 Every target comes from self-play outcomes; no bot or solver is consulted.
 
 ``values: exact`` (full feedback, as in the paper's tabular experiments) plays no hands: every
-information state of the game is scored by the current policy, and Q(s, a) is the exact
-expected return of playing a at s when both seats then follow that policy, the histories of s
-weighted by their reach (the tree walk of OpenSpiel's action_value module). The
-targets are then free of sampling noise and every state gets one each step, so what is left is
-the model's own ability to follow them; the game must have an exact view (Kuhn, Leduc Poker).
+information state of the game is scored by the current policy and Q(s, a) computed over the
+game tree (``spiral/exact.py``). The targets are then free of sampling noise and every state
+gets one each step, so what is left is the model's own ability to follow them; the game must
+have an exact view (Kuhn, Leduc Poker).
 """
 
 from __future__ import annotations
@@ -40,11 +39,7 @@ from typing import Literal
 from pydantic import Field
 
 from selfplay.config import Strict
-from selfplay.core.errors import UserError
 from selfplay.loops.spiral.moves import played_as
-from selfplay.loops.spiral.states import ScoredState, score_every_state, target_episodes
-from selfplay.loops.spiral.strategy import view_of
-from selfplay.stats.exploitability import tabular
 from selfplay.types import Episode, Sample, Turn
 
 
@@ -119,51 +114,3 @@ def mmd_samples(
     n = max(len(states), 1)
     return samples, {"mmd/states": float(len(states)), "mmd/target_kl": kl / n,
                      "mmd/moves_measured": measured / n}
-
-
-def check_exact_values(settings) -> None:
-    """One line unless exact values can be computed: self-play against the current policy
-    (``opponent: mirror``), no imitation target, every game with an exact view."""
-    if settings.imitate is not None:
-        raise UserError("spiral.imitate and spiral.mmd.values: exact both set every state's "
-                        "target: choose one")
-    if settings.opponent.kind != "mirror":
-        raise UserError("spiral.mmd.values: exact values the current policy against itself: "
-                        f"it needs opponent: {{kind: mirror}}, not {settings.opponent.kind!r}")
-    for spec in settings.games:
-        try:
-            view_of(spec.id, spec.kwargs)
-        except UserError as exc:
-            raise UserError(f"spiral.mmd.values: exact walks the game tree: {exc}") from None
-
-
-def exact_values(spiel_game, states: list[ScoredState]) -> tuple[list[list[float]], float]:
-    """(Q(s, a) for every scored state and legal move, the first seat's expected return) when
-    both seats play the scored policy: OpenSpiel's tree walk, each state's histories weighted by
-    their reach probability."""
-    from open_spiel.python.algorithms.action_value import TreeWalkCalculator
-
-    table = tabular(spiel_game, [scored.counts() for scored in states])
-    walk = TreeWalkCalculator(spiel_game)
-    walk.compute_all_states_action_values([table, table])
-    values = []
-    for scored in states:
-        key = (scored.player, scored.key)
-        reach = walk.info_state_prob[key]  # > 0: a softmax policy reaches every state
-        weighted = walk.weighted_action_values[key]
-        values.append([float(weighted[a][scored.player]) / reach for a in scored.legal])
-    return values, float(walk.root_values[0])
-
-
-async def exact_mmd_episodes(
-    loop, policy, game_id: str, kwargs: dict, step: int, settings: MMDSettings
-) -> tuple[list[Episode], dict[str, float]]:
-    """The MMD step at every information state from exact values (``values: exact``): one
-    episode per (state, legal move) rewarded π*(move | state), and the step's figures."""
-    spiel_game, states = await score_every_state(loop, policy, game_id, kwargs)
-    values, root = exact_values(spiel_game, states)
-    targets = [mmd_target(scored.turn.choice.log_pi, q, settings.eta, settings.alpha)
-               for scored, q in zip(states, values, strict=True)]
-    episodes, figures = target_episodes(loop.name, game_id, step, states, targets, "mmd")
-    return episodes, {"mmd/states": float(len(states)), "mmd/target_kl": figures["mmd/kl"],
-                      "mmd/self_play_value": root}
