@@ -272,7 +272,7 @@ class InvalidRandomOpponent:
 
 
 def test_random_opponents_invalid_move_gets_the_same_shaping_and_metrics(tmp_path, monkeypatch):
-    import selfplay.loops.spiral.loop as spiral
+    import selfplay.loops.spiral.play as spiral
 
     monkeypatch.setattr(spiral, "RandomOpponent", InvalidRandomOpponent)
     loop = SpiralLoop(spiral_config(tmp_path, opponent={"kind": "random"}, games_per_step=8))
@@ -304,7 +304,7 @@ def test_evaluation_scores_invalid_moves_minus_one_plus_one_and_names_the_seat(
     tmp_path, monkeypatch
 ):
     """Evaluation is zero-sum: −1/+1 exactly, never the training shaping (−1.5/+0.5)."""
-    import selfplay.loops.spiral.loop as spiral
+    import selfplay.loops.spiral.play as spiral
 
     loop = SpiralLoop(spiral_config(tmp_path, eval_games=4))
     policy = BatchingPolicy(ScriptedEngine(lambda p: "\\boxed{[77]}"))

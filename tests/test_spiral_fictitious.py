@@ -161,9 +161,9 @@ def varied_strategies(monkeypatch):
     (moves or invalid) after the real measurement, so the averages differ from the strategies."""
     import random
 
-    import selfplay.loops.spiral.loop as spiral_loop
+    import selfplay.loops.spiral.strategy as spiral_strategy
 
-    real, rng = spiral_loop.measure, random.Random(0)
+    real, rng = spiral_strategy.measure, random.Random(0)
 
     async def measure(*args, **kwargs):
         spiel, rows = await real(*args, **kwargs)
@@ -173,7 +173,7 @@ def varied_strategies(monkeypatch):
             row.invalid = float(picks.count(len(row.counts)))
         return spiel, rows
 
-    monkeypatch.setattr(spiral_loop, "measure", measure)
+    monkeypatch.setattr(spiral_strategy, "measure", measure)
 
 
 @pytest.mark.heavy  # CI's `make test-heavy` (docs/testing.md#what-runs-where)

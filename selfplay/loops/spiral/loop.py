@@ -41,30 +41,29 @@ import random
 
 import games
 from curricula.curriculum import Curriculum
-from games import RandomOpponent, assign_seats
 from selfplay.core.errors import UserError
-from selfplay.engines.base import BASE_ADAPTER
 from selfplay.engines.policy import BatchingPolicy
 from selfplay.loops.base import Loop, LoopSpec, Snapshots
-from selfplay.loops.spiral.exact import PastIterates, check_exact_values, exact_mmd_episodes
-from selfplay.loops.spiral.history import STRATEGIES, Measured, StrategyHistory
-from selfplay.loops.spiral.imitation import check_target, imitation_episodes
+from selfplay.loops.spiral.checks import check_settings
+from selfplay.loops.spiral.exact import PastIterates, exact_mmd_episodes
+from selfplay.loops.spiral.history import STRATEGIES, StrategyHistory
+from selfplay.loops.spiral.imitation import imitation_episodes
 from selfplay.loops.spiral.mmd import mmd_samples
-from selfplay.loops.spiral.moves import scored_move
 from selfplay.loops.spiral.opponents import (
     POOLED,
-    bot_seat,
     check_opponents,
     check_pool,
     eval_seat,
     make_pool,
     record_fictitious,
+    training_seats,
 )
+from selfplay.loops.spiral.play import play_game
 from selfplay.loops.spiral.records import GameRecord, Seat, eval_result, game_groups, game_metrics
-from selfplay.loops.spiral.rules import NO_ACTION, play_move, training_rewards
+from selfplay.loops.spiral.rules import training_rewards
 from selfplay.loops.spiral.settings import GameSpec, SpiralSettings
 from selfplay.loops.spiral.states import target_samples
-from selfplay.loops.spiral.strategy import exploitability_figures, measure, view_of
+from selfplay.loops.spiral.strategy import exploitability_evaluation
 from selfplay.rl.advantages import state_baseline_samples
 from selfplay.stats.games import eval_metrics
 from selfplay.stats.ratings import ladder_metrics
@@ -93,32 +92,7 @@ class SpiralLoop(Loop):
     def __init__(self, config) -> None:
         super().__init__(config)
         s: SpiralSettings = self.settings
-        # unknown ids, refused arguments and games that fail to start: one line now, before a
-        # run folder exists, not mid-run
-        for spec in s.games:
-            game = games.trial(spec.id, max_turns=spec.max_turns, **spec.kwargs)
-            if s.action == "scored" and game.legal_actions(game.current_player) is None:
-                raise UserError(
-                    f"spiral.action: scored needs each game's legal moves; game {spec.id!r} "
-                    "lists none (a free-form game): use action: text"
-                )
-            if s.reward == "payoff" and "returns" not in game.info:
-                raise UserError(
-                    f"spiral.reward: payoff needs each game's payoff (info['returns']); game "
-                    f"{spec.id!r} reports none: use reward: outcome"
-                )
-        for game_id in s.eval_ood_games:
-            games.trial(game_id)
-        if (s.update == "mmd" or s.explore) and s.action != "scored":
-            raise UserError("spiral.update: mmd and spiral.explore work on scored moves: set "
-                            "action: scored")
-        if s.imitate is not None:
-            if s.action != "scored":
-                raise UserError("spiral.imitate trains the scored policy: set action: scored")
-            for spec in s.games:
-                check_target(s.imitate, spec.id, spec.kwargs)
-        if s.update == "mmd" and s.mmd.values == "exact":
-            check_exact_values(s)
+        check_settings(s)
         check_pool(s.opponent, config.train.finetune, config.train.steps)
         check_opponents(s, s.games)  # every bot plays every game; pool only with its pool
         self.pool = make_pool(s.opponent)
@@ -132,8 +106,6 @@ class SpiralLoop(Loop):
                                                    config.roles[ROLE].adapter):
             raise UserError("roles.reasoner answers with the player's weights: both roles need "
                             "`adapter: shared`")
-        for spec in s.eval_exploitability:  # a game without an exact best response: one line
-            view_of(spec.id, spec.kwargs)
 
     # ------------------------------------------------------------------ seats
     def config_role(self, turn_role: str) -> str:
@@ -144,22 +116,7 @@ class SpiralLoop(Loop):
         return self.config.roles[ROLE].adapter_name(ROLE)
 
     def training_seats(self, rng: random.Random) -> tuple[dict[int, Seat], dict[int, str]]:
-        assignment = assign_seats(rng)  # {seat: "model" | "opponent"}
-        kind = self.settings.opponent.kind
-        seats = {}
-        mirror = kind == "mirror" or (kind == "fictitious" and not len(self.pool))
-        for seat, who in assignment.items():
-            if who == "model" or mirror:  # fictitious: self-play until the first snapshot
-                seats[seat] = Seat("policy", self.policy_adapter(), trained=True)
-            elif kind == "random":
-                seats[seat] = Seat("random", rng=random.Random(rng.randrange(2**31)))
-            elif kind == "bot":
-                seats[seat] = bot_seat(self.settings.opponent.bot, rng.randrange(2**31))
-            elif kind == "frozen" or not len(self.pool):
-                seats[seat] = Seat("adapter", BASE_ADAPTER)
-            else:
-                seats[seat] = Seat("adapter", self.pool.sample(rng))
-        return seats, assignment
+        return training_seats(self.settings.opponent, self.pool, self.policy_adapter(), rng)
 
     # ------------------------------------------------------------------ one game
     def move_request(self, seat: int, who: Seat, game, greedy: bool) -> Request:
@@ -173,68 +130,15 @@ class SpiralLoop(Loop):
         request.role, request.adapter = seat_role(seat), who.adapter
         return request
 
-    async def play(
-        self,
-        policy: BatchingPolicy,
-        spec: GameSpec,
-        seed: int,
-        seats: dict[int, Seat],
-        greedy: bool = False,
-    ) -> tuple[games.Game, GameRecord]:
+    async def play(self, policy: BatchingPolicy, spec: GameSpec, seed: int,
+                   seats: dict[int, Seat], greedy: bool = False) -> tuple[games.Game, GameRecord]:
         """One game to its end: the model's seats move through the policy, a random seat by a
         random legal move, a bot by its search or strategy; the first invalid or unparseable
         move ends it. An exception the game's own code raises is one line naming the game and
         the call."""
         game = games.make(spec.id, max_turns=spec.max_turns, **spec.kwargs)
         with games.guarded(game, spec.id):
-            return game, await self.play_game(policy, game, seed, seats, greedy)
-
-    async def play_game(
-        self,
-        policy: BatchingPolicy,
-        game: games.Game,
-        seed: int,
-        seats: dict[int, Seat],
-        greedy: bool,
-    ) -> GameRecord:
-        game.reset(seed)
-        record = GameRecord()
-        moves_rng = random.Random(seed * 7919 + 1)  # scored moves' draws, seeded per game
-        while not game.done:
-            seat = game.current_player
-            who = seats[seat]
-            record.moves += 1
-            if who.kind in ("random", "bot"):  # a bot's move is always a legal one
-                opponent = who.bot or RandomOpponent(who.rng.randrange(2**31))
-                move = opponent.act(game, seat)
-                record.random_guessed |= not opponent.verified
-                result = game.step(move)
-                if not result.valid:  # a free-form game's guess can break the rules too
-                    record.invalid_by, record.invalid_reason = seat, result.reason
-                continue
-            request = self.move_request(seat, who, game, greedy)
-            if self.settings.action == "scored":  # a draw over the legal moves: always valid
-                names = game.legal_actions(seat)
-                turn = await scored_move(policy, request, names, self.settings.action_norm,
-                                         greedy, moves_rng, self.settings.explore)
-                record.outside.append(turn.choice.outside)
-                if who.trained:
-                    record.turns.append(turn)
-                result = game.step(names[turn.choice.chosen])
-                if not result.valid:
-                    record.invalid_by, record.invalid_reason = seat, result.reason
-                continue
-            completion = await policy(request)
-            if who.trained:
-                record.turns.append(self.turn(request, completion, policy))
-            # the whole reply: a prompt's prefill starts it
-            refused = play_move(game, seat, completion.reply, self.settings.lenient)
-            if refused is not None:
-                record.invalid_by, record.invalid_reason = seat, refused
-            if refused == NO_ACTION:
-                record.parse_failures += 1
-                break
-        return record
+            return game, await play_game(self, policy, game, seed, seats, greedy)
 
     def training_rewards(self, game: games.Game, record: GameRecord) -> dict[int, float]:
         s = self.settings
@@ -263,14 +167,10 @@ class SpiralLoop(Loop):
             opponent = self.settings.opponent.bot or self.settings.opponent.kind  # mcts:100
             info = record.info(game, game_index, seats, assignment, opponent)
         trained = [s for s, who in seats.items() if who.trained]
-        return Episode(
-            loop=self.name,
-            env=spec.id,
-            turns=record.turns,
-            rewards={seat_role(s): rewards[s] for s in trained},
-            group_id=f"s{step}-g{index}",
-            info=info | {"rewards_by_seat": {str(k): v for k, v in rewards.items()}},
-        )
+        return Episode(loop=self.name, env=spec.id, turns=record.turns,
+                       rewards={seat_role(s): rewards[s] for s in trained},
+                       group_id=f"s{step}-g{index}",
+                       info=info | {"rewards_by_seat": {str(k): v for k, v in rewards.items()}})
 
     async def collect(self, policy: BatchingPolicy, step: int) -> Collected:
         """Draw the step's games (by their weights, or from the curriculum's sampler), play
@@ -373,17 +273,7 @@ class SpiralLoop(Loop):
         results = await policy.gather(jobs) if jobs else []
         metrics = eval_metrics(results) | ladder_metrics(results[:ladder_games])
         metrics |= await super().evaluate(policy, step)  # eval_reasoning, by the reasoner
-        for spec in s.eval_exploitability:  # the current policy, then the average so far
-            spiel, rows = await measure(self, policy, spec.id, s.exploitability_samples,
-                                        kwargs=spec.kwargs)
-            exact = s.action == "scored"  # a scored-move policy is measured exactly
-            metrics |= exploitability_figures(spec.id, spiel, rows, self.config.seed, exact,
-                                              s.exploitability_samples)
-            hands = sum(n for earlier, n in self.games_played.items() if earlier < step)
-            measured = Measured(step, hands, spec.id, spec.kwargs,
-                                "scored" if exact else "sampled", rows)
-            metrics |= self.strategies.add(measured, spiel)
-        return metrics
+        return metrics | await exploitability_evaluation(self, policy, step)
 
     def evaluation_rows(self) -> dict[str, list[dict]]:
         """The strategies measured since the last call, for ``strategies.jsonl``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import games
-from games import CheckpointPool, FictitiousPool, bots
+from games import CheckpointPool, FictitiousPool, assign_seats, bots
 from games.opponents import MODEL
 from selfplay.core.errors import UserError
 from selfplay.engines.base import BASE_ADAPTER
@@ -106,6 +106,30 @@ def record_fictitious(pool: FictitiousPool, episodes: list[Episode]) -> dict[str
     metrics = {f"opponents/{name}/share": count / total for name, count in drawn.items()}
     metrics |= {f"opponents/{name}/win_rate": pool.win_rate(name) for name in pool.ids}
     return metrics
+
+
+def training_seats(
+    opponent, pool: CheckpointPool, adapter: str, rng: random.Random
+) -> tuple[dict[int, Seat], dict[int, str]]:
+    """A training game's seats ({seat: Seat}) and who sits where ({seat: "model" |
+    "opponent"}, drawn at random): the policy's seat trained, the other by ``opponent.kind``
+    (fictitious and pool: self-play until the pool's first snapshot)."""
+    assignment = assign_seats(rng)
+    kind = opponent.kind
+    seats = {}
+    mirror = kind == "mirror" or (kind == "fictitious" and not len(pool))
+    for seat, who in assignment.items():
+        if who == "model" or mirror:
+            seats[seat] = Seat("policy", adapter, trained=True)
+        elif kind == "random":
+            seats[seat] = Seat("random", rng=random.Random(rng.randrange(2**31)))
+        elif kind == "bot":
+            seats[seat] = bot_seat(opponent.bot, rng.randrange(2**31))
+        elif kind == "frozen" or not len(pool):
+            seats[seat] = Seat("adapter", BASE_ADAPTER)
+        else:
+            seats[seat] = Seat("adapter", pool.sample(rng))
+    return seats, assignment
 
 
 def bot_seat(name: str, seed: int) -> Seat:

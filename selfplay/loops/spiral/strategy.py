@@ -20,6 +20,7 @@ from games import extract_action, match_legal
 from games.kuhn_poker import from_openspiel, openspiel_move
 from selfplay.core.errors import UserError
 from selfplay.engines.policy import BatchingPolicy
+from selfplay.loops.spiral.history import Measured
 from selfplay.loops.spiral.moves import Normalisation, candidates, state_policy
 from selfplay.loops.spiral.records import Seat
 from selfplay.stats.exploitability import (
@@ -166,3 +167,21 @@ def as_draws(state: StateCounts, samples: int) -> StateCounts:
     bootstrap resamples)."""
     return StateCounts(state.key, state.player, state.actions, state.names,
                        [p * samples for p in state.counts], state.invalid * samples)
+
+
+async def exploitability_evaluation(loop, policy: BatchingPolicy, step: int) -> dict[str, float]:
+    """``spiral.eval_exploitability``: each game's current policy measured (exactly when moves
+    are scored) and its exploitability with an interval, then the average policy's over every
+    measurement so far (the loop's strategy history), and the training hands played before it."""
+    s, metrics = loop.settings, {}
+    for spec in s.eval_exploitability:
+        spiel, rows = await measure(loop, policy, spec.id, s.exploitability_samples,
+                                    kwargs=spec.kwargs)
+        exact = s.action == "scored"  # a scored-move policy is measured exactly
+        metrics |= exploitability_figures(spec.id, spiel, rows, loop.config.seed, exact,
+                                          s.exploitability_samples)
+        hands = sum(n for earlier, n in loop.games_played.items() if earlier < step)
+        measured = Measured(step, hands, spec.id, spec.kwargs,
+                            "scored" if exact else "sampled", rows)
+        metrics |= loop.strategies.add(measured, spiel)
+    return metrics
