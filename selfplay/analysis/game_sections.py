@@ -187,7 +187,11 @@ def exploitability_section(run: RunData) -> Section:
             f"{fmt(last.get(f'{key}/invalid'))}"
             + (f"; average policy at step {last['step']}: {fmt(last[f'{key}/average'])}"
                if f"{key}/average" in last else "")
-            + (f"; {reference[1]} play: {reference[0]:.3f}" if reference else ""))
+            + (f"; {reference[1]} play: {reference[0]:.3f}" if reference else "")
+            + (f"; expected return against the random player (exact) "
+               f"{fmt(first[f'{key}/value_vs_random'])} → {fmt(last[f'{key}/value_vs_random'])}"
+               if f"{key}/value_vs_random" in first and f"{key}/value_vs_random" in last
+               else ""))
     return section
 
 

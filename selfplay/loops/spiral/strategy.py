@@ -30,6 +30,7 @@ from selfplay.stats.exploitability import (
     information_states,
     invalid_mass,
     load,
+    value_against_uniform,
 )
 from selfplay.types import Request
 
@@ -171,7 +172,8 @@ def as_draws(state: StateCounts, samples: int) -> StateCounts:
 
 async def exploitability_evaluation(loop, policy: BatchingPolicy, step: int) -> dict[str, float]:
     """``spiral.eval_exploitability``: each game's current policy measured (exactly when moves
-    are scored) and its exploitability with an interval, then the average policy's over every
+    are scored) and its exploitability with an interval, its exact expected return against the
+    random player (``.../value_vs_random``), then the average policy's exploitability over every
     measurement so far (the loop's strategy history), and the training hands played before it."""
     s, metrics = loop.settings, {}
     for spec in s.eval_exploitability:
@@ -180,6 +182,8 @@ async def exploitability_evaluation(loop, policy: BatchingPolicy, step: int) -> 
         exact = s.action == "scored"  # a scored-move policy is measured exactly
         metrics |= exploitability_figures(spec.id, spiel, rows, loop.config.seed, exact,
                                           s.exploitability_samples)
+        metrics[f"eval/exploitability/{spec.id}/value_vs_random"] = value_against_uniform(
+            spiel, rows)
         hands = sum(n for earlier, n in loop.games_played.items() if earlier < step)
         measured = Measured(step, hands, spec.id, spec.kwargs,
                             "scored" if exact else "sampled", rows)
