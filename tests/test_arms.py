@@ -3,7 +3,7 @@ final values paired by seed against a reference arm."""
 
 import pytest
 
-from selfplay.analysis.arms import curve_rows, difference_rows, main, read_arms
+from selfplay.analysis.arms import curve_plot, curve_rows, difference_rows, main, read_arms
 from selfplay.core.errors import UserError
 from tests.test_sweep import PLANTED, make_sweep
 
@@ -24,6 +24,14 @@ def test_arms_of_two_sweeps_keep_their_curves_and_the_planted_difference(tmp_pat
     assert diffs["train.lr=2"][1] == "+0.300"  # +0.3 at every seed: no spread at all
     assert diffs["train.lr=2"][2] == "[+0.300, +0.300]"
     assert diffs["alone"][1] == "+0.000" and diffs["alone"][4] == "2"
+    plot = curve_plot(arms, "reward/solver", "arms")
+    assert [s.label for s in plot.series] == [
+        "train.lr=1 (3 seeds)", "train.lr=2 (3 seeds)", "alone (2 seeds)"]
+    low, high = plot.series[1].band
+    assert plot.series[1].y[2] == pytest.approx(0.5833, abs=1e-4)  # (0.6 + 0.65 + 0.5) / 3
+    assert low[2] < plot.series[1].y[2] < high[2]
+    assert (tmp_path / "arms.png").exists() is False
+    assert plot.save_png(tmp_path).name == "arms.png"
 
 
 def test_an_unknown_reference_is_one_line(tmp_path, capsys):

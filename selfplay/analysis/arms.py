@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from selfplay.analysis.plots import Plot, Series
 from selfplay.analysis.sweepdata import SweepData, run_finished
 from selfplay.core.errors import UserError
 from selfplay.stats.seeds import bootstrap_difference, t_interval
@@ -85,6 +86,23 @@ def difference_rows(arms: list[Arm], reference: str) -> list[list[str]]:
     return rows
 
 
+def curve_plot(arms: list[Arm], metric: str, name: str) -> Plot:
+    """Each arm's mean curve with its 95% t-interval over seeds as a band (no band where one
+    seed measured a step)."""
+    plot = Plot(name, f"{metric}: mean over seeds, 95% t-interval", "step", metric)
+    for arm in arms:
+        steps, means, lows, highs = [], [], [], []
+        for step in arm.steps():
+            mean, low, high = t_interval([c[step] for c in arm.curves.values() if step in c])
+            steps.append(step)
+            means.append(mean)
+            lows.append(low if math.isfinite(low) else mean)
+            highs.append(high if math.isfinite(high) else mean)
+        plot.series.append(Series(f"{arm.name} ({len(arm.curves)} seeds)", steps, means,
+                                  band=(lows, highs)))
+    return plot
+
+
 def _interval(values: list[float]) -> str:
     if not values:
         return "—"
@@ -105,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sweeps", nargs="+", type=Path)
     parser.add_argument("--metric", required=True)
     parser.add_argument("--reference", help="the arm the others' final values are paired with")
+    parser.add_argument("--png", type=Path, help="also draw the curves with their bands here")
     args = parser.parse_args(argv)
     try:
         arms = read_arms(args.sweeps, args.metric)
@@ -112,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.reference:
             print()
             print(markdown(difference_rows(arms, args.reference)))
+        if args.png:
+            args.png.parent.mkdir(parents=True, exist_ok=True)
+            print(curve_plot(arms, args.metric, args.png.stem).save_png(args.png.parent))
     except UserError as exc:
         print(f"error: {exc}")
         return 2
