@@ -308,20 +308,20 @@ def test_fictitious_play_plays_the_average_of_the_past_iterates_and_keeps_it_on_
                 for key, player, legal in layout]
 
     past = PastIterates()
-    past.add(0, "kuhn", spiel, policy(0.9))
-    assert past.average("kuhn", before=0) is None
+    past.hold(0, "kuhn", str(spiel), policy(0.9))
+    assert past.opponent("kuhn", before=0) is None
     past.settle(0)
-    past.add(1, "kuhn", spiel, policy(0.1))
+    past.hold(1, "kuhn", str(spiel), policy(0.1))
     saved = past.state_dict()  # step 1's update not done: its iterate is not saved
     expected = average_policy(spiel, [policy(0.9), policy(0.1)])
-    got = past.average("kuhn", before=2)
+    got = past.opponent("kuhn", before=2)
     assert flat(got) == pytest.approx(flat(expected))
     # reach-weighted, not the plain mean 0.5: the first seat reaches "0pb" by passing, which
     # the bet-0.1 iterate does 9 times as often, so it bets there (0.1·0.9 + 0.9·0.1) / 1.0
     assert got[[s.key for s in got].index("0pb")].probabilities()[1] == pytest.approx(0.18)
     restored = PastIterates()
     restored.load_state_dict(saved)
-    assert flat(restored.average("kuhn", before=2)) == pytest.approx(flat(policy(0.9)))
+    assert flat(restored.opponent("kuhn", before=2)) == pytest.approx(flat(policy(0.9)))
 
 
 def test_exact_fictitious_play_values_against_the_past_from_its_second_step(tmp_path):

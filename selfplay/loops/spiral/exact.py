@@ -20,16 +20,14 @@ Any other opponent has no policy to walk with and is refused in one line.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from games.bots import BotError, cfr_policy, parse
 from selfplay.core.errors import UserError
-from selfplay.loops.spiral.history import game_key
+from selfplay.loops.spiral.history import PendingAverages, game_key
 from selfplay.loops.spiral.mmd import mmd_target
 from selfplay.loops.spiral.states import ScoredState, score_every_state, target_episodes
 from selfplay.loops.spiral.strategy import view_of
-from selfplay.stats.average_policy import Average
 from selfplay.stats.exploitability import StateCounts, tabular
 from selfplay.types import Episode
 
@@ -95,50 +93,14 @@ def exact_values(
     return values, float(walks[0].root_values[0] + walks[1].root_values[1]) / 2
 
 
-class PastIterates:
+class PastIterates(PendingAverages):
     """Fictitious play's opponent: the extensive-form average of the policy's scored iterates,
-    per game. Each step's policy waits (``pending``) until its update is done (``settle``), so a
-    checkpoint holds exactly the iterates of the steps it has trained on."""
+    per game; each step's iterate settles once its update is done, as measured strategies do."""
 
-    def __init__(self) -> None:
-        self.settled: dict[str, Average] = {}
-        self.pending: list[tuple[int, str, str, list[StateCounts]]] = []
-        self._lock = threading.Lock()
-
-    def add(self, step: int, key: str, spiel_game, states: list[StateCounts]) -> None:
-        with self._lock:
-            self.pending.append((step, key, str(spiel_game), states))
-
-    def average(self, key: str, before: int) -> list[StateCounts] | None:
+    def opponent(self, key: str, before: int) -> list[StateCounts] | None:
         """The average of the iterates of steps before ``before`` (None: there are none)."""
-        with self._lock:
-            settled = self.settled.get(key)
-            average = settled.copy() if settled is not None else None
-            for step, game_key, game_string, states in self.pending:
-                if game_key == key and step < before:
-                    average = average or Average(game_string)
-                    average.add(states)
+        average = self.average(key, before)
         return None if average is None else average.states()
-
-    def settle(self, step: int) -> None:
-        with self._lock:
-            later = []
-            for item in self.pending:
-                if item[0] > step:
-                    later.append(item)
-                    continue
-                _, key, game_string, states = item
-                self.settled.setdefault(key, Average(game_string)).add(states)
-            self.pending = later
-
-    def state_dict(self) -> dict[str, Any]:
-        with self._lock:
-            return {key: average.state_dict() for key, average in self.settled.items()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        with self._lock:
-            self.settled = {key: Average.from_state_dict(s) for key, s in state.items()}
-            self.pending = []
 
 
 def fixed_opponent(opponent, spiel_game, states: list[ScoredState]) -> list[StateCounts]:
@@ -165,8 +127,8 @@ async def exact_mmd_episodes(
     opponent, kind = None, loop.settings.opponent.kind
     if kind == "fictitious":
         key = game_key(game_id, kwargs)
-        past.add(step, key, spiel_game, [scored.counts() for scored in states])
-        opponent = past.average(key, before=step)
+        past.hold(step, key, str(spiel_game), [scored.counts() for scored in states])
+        opponent = past.opponent(key, before=step)
     elif kind != "mirror":
         opponent = fixed_opponent(loop.settings.opponent, spiel_game, states)
     values, value = exact_values(spiel_game, states, opponent)

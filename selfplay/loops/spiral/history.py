@@ -63,54 +63,43 @@ def game_key(game_id: str, kwargs: dict | None) -> str:
     return f"{game_id} {json.dumps(kwargs, sort_keys=True)}" if kwargs else game_id
 
 
-class StrategyHistory:
-    """Measured strategies: rows not yet written, measurements not yet settled, and the settled
-    running sums per game (the part a checkpoint saves). An asynchronous run measures on its
-    producer thread and settles on the learner's: a lock keeps the two apart."""
+class PendingAverages:
+    """Average policies per game, each step's strategies pending until that step's update is
+    done (``settle``): a checkpoint holds exactly the steps it has trained on."""
 
     def __init__(self) -> None:
         self.settled: dict[str, Average] = {}
-        self.pending: list[tuple[Measured, str]] = []  # (measurement, OpenSpiel game string)
-        self.unwritten: list[dict] = []
+        self.pending: list[tuple[int, str, str, list[StateCounts]]] = []  # step, key, game
         self._lock = threading.Lock()
 
-    def add(self, measured: Measured, spiel_game) -> dict[str, float]:
-        """Record one measurement; return the exploitability of its game's average policy over
-        every measurement so far, this one included (``<prefix>/average``), and the training
-        games played before it (``<prefix>/hands``), under ``eval/exploitability/<game>``."""
+    def hold(self, step: int, key: str, game_string: str, states: list[StateCounts]) -> None:
+        """Step ``step``'s strategies of game ``key``, pending until that step settles."""
         with self._lock:
-            self.pending.append((measured, str(spiel_game)))
-            self.unwritten.append(measured.row())
-            average = self._average(measured.game_key, str(spiel_game))
-        prefix = f"eval/exploitability/{measured.game}"
-        return {f"{prefix}/average": exploitability(spiel_game, average.states()),
-                f"{prefix}/hands": float(measured.hands)}
+            self.pending.append((step, key, game_string, states))
 
-    def _average(self, key: str, game_string: str) -> Average:
-        settled = self.settled.get(key)
-        average = settled.copy() if settled is not None else Average(game_string)
-        for measured, _ in self.pending:
-            if measured.game_key == key:
-                average.add(measured.states)
+    def average(self, key: str, before: int | None = None) -> Average | None:
+        """The average of game ``key``'s settled strategies and its pending ones (those of
+        steps before ``before`` only, if given); None when there is none."""
+        with self._lock:
+            settled = self.settled.get(key)
+            average = settled.copy() if settled is not None else None
+            for step, game_key, game_string, states in self.pending:
+                if game_key == key and (before is None or step < before):
+                    average = average or Average(game_string)
+                    average.add(states)
         return average
 
     def settle(self, step: int) -> None:
-        """Fold the measurements made at ``step`` or before into the saved sums."""
+        """Fold the strategies of ``step`` and earlier into the saved sums."""
         with self._lock:
             later = []
-            for measured, game_string in self.pending:
-                if measured.step > step:
-                    later.append((measured, game_string))
+            for item in self.pending:
+                if item[0] > step:
+                    later.append(item)
                     continue
-                average = self.settled.setdefault(measured.game_key, Average(game_string))
-                average.add(measured.states)
+                _, key, game_string, states = item
+                self.settled.setdefault(key, Average(game_string)).add(states)
             self.pending = later
-
-    def take_rows(self) -> list[dict]:
-        """The rows measured since the last call (for ``strategies.jsonl``)."""
-        with self._lock:
-            rows, self.unwritten = self.unwritten, []
-        return rows
 
     def state_dict(self) -> dict[str, Any]:
         with self._lock:
@@ -119,4 +108,37 @@ class StrategyHistory:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         with self._lock:
             self.settled = {key: Average.from_state_dict(s) for key, s in state.items()}
-            self.pending, self.unwritten = [], []
+            self.pending = []
+
+
+class StrategyHistory(PendingAverages):
+    """Measured strategies: rows not yet written, measurements not yet settled, and the settled
+    running sums per game (the part a checkpoint saves). An asynchronous run measures on its
+    producer thread and settles on the learner's: the lock keeps the two apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unwritten: list[dict] = []
+
+    def add(self, measured: Measured, spiel_game) -> dict[str, float]:
+        """Record one measurement; return the exploitability of its game's average policy over
+        every measurement so far, this one included (``<prefix>/average``), and the training
+        games played before it (``<prefix>/hands``), under ``eval/exploitability/<game>``."""
+        self.hold(measured.step, measured.game_key, str(spiel_game), measured.states)
+        with self._lock:
+            self.unwritten.append(measured.row())
+        average = self.average(measured.game_key)
+        prefix = f"eval/exploitability/{measured.game}"
+        return {f"{prefix}/average": exploitability(spiel_game, average.states()),
+                f"{prefix}/hands": float(measured.hands)}
+
+    def take_rows(self) -> list[dict]:
+        """The rows measured since the last call (for ``strategies.jsonl``)."""
+        with self._lock:
+            rows, self.unwritten = self.unwritten, []
+        return rows
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        with self._lock:
+            self.unwritten = []
