@@ -324,6 +324,7 @@ def test_fictitious_play_plays_the_average_of_the_past_iterates_and_keeps_it_on_
     assert flat(restored.opponent("kuhn", before=2)) == pytest.approx(flat(policy(0.9)))
 
 
+@pytest.mark.heavy  # a 2-step run, ~30 s: CI's `make test-heavy` (docs/testing.md#what-runs-where)
 def test_exact_fictitious_play_values_against_the_past_from_its_second_step(tmp_path):
     """A tiny run of exact fictitious play: step 0 has no past (self-play's value), step 1
     values the policy against step 0's iterate, and the checkpoint keeps that iterate."""
