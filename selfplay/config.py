@@ -114,8 +114,10 @@ class TrainConfig(Strict):
     token_budget: int | None = Field(None, ge=1)
     lr: float = Field(1e-5, gt=0)
     # the learning rate over the run's ``steps``: constant, or decayed (linearly or on a cosine)
-    # from ``lr`` at the first step to ``lr * lr_final`` at the last. Game self-play needs it:
-    # a constant-lr learner steps past the equilibrium and cycles (docs/algorithms.md#mmd)
+    # from ``lr`` at the first step to ``lr * lr_final`` at step ``steps`` (with a token_budget
+    # that stops the run sooner, the schedule still spans ``steps``). Game self-play needs it: a
+    # constant-lr learner steps past the equilibrium and cycles
+    # (docs/algorithms.md#the-learner-under-mmd)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     lr_final: float = Field(0.0, ge=0, le=1)
     # AdamW's (β1, β2); β1 0 drops momentum, which carries a game policy past its target

@@ -342,3 +342,23 @@ def test_exact_fictitious_play_values_against_the_past_from_its_second_step(tmp_
     state = torch.load(latest / "state.pt", weights_only=False)
     past = state["loop"]["past_iterates"]["kuhn_poker {\"rounds\": 1}"]
     assert len(past["reached"]) == 12  # Kuhn's information states, two steps folded in
+
+
+def test_the_fixed_opponents_are_the_random_player_and_cfrs_equilibrium():
+    """What exact values walk against: the random player is uniform play (exploitability
+    11/24), the CFR bot is CFR+'s solution (under 0.001); a bot row that lost the solver's
+    probabilities would be neither."""
+    from types import SimpleNamespace
+
+    from selfplay.loops.spiral.exact import fixed_opponent
+    from selfplay.loops.spiral.states import ScoredState
+    from selfplay.stats.exploitability import exploitability, information_states, load
+
+    spiel = load("kuhn_poker")
+    states = [ScoredState(key, player, state, state.legal_actions(player), ["p", "b"], None,
+                          _turn([1], 0, [math.log(0.5)] * 2))
+              for key, player, state in information_states(spiel)]
+    uniform = fixed_opponent(SimpleNamespace(kind="random", bot=None), spiel, states)
+    assert exploitability(spiel, uniform) == pytest.approx(11 / 24, abs=1e-12)
+    cfr = fixed_opponent(SimpleNamespace(kind="bot", bot="cfr"), spiel, states)
+    assert exploitability(spiel, cfr) < 1e-3

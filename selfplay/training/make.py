@@ -30,7 +30,6 @@ def learner_settings(config: ExperimentConfig) -> LearnerSettings:
         "dtype": learner_dtype(config, torch.cuda.is_available()),
         "lora": lora_spec(config),  # None when fully fine-tuned
         "schedule_steps": config.train.steps,
-        "adam_betas": tuple(config.train.adam_betas),
     }
     train = config.train.model_dump()
     same = {

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from games.bots import BotError, cfr_policy, parse
+from games.bots import BotError, parse
 from selfplay.core.errors import UserError
 from selfplay.loops.spiral.history import PendingAverages, game_key
+from selfplay.loops.spiral.imitation import targets
 from selfplay.loops.spiral.mmd import mmd_target
 from selfplay.loops.spiral.states import ScoredState, score_every_state, target_episodes
 from selfplay.loops.spiral.strategy import view_of
@@ -104,15 +105,15 @@ class PastIterates(PendingAverages):
 
 
 def fixed_opponent(opponent, spiel_game, states: list[ScoredState]) -> list[StateCounts]:
-    """The random player's or a CFR bot's policy at every scored state."""
+    """The random player's or a CFR bot's policy at every scored state (the bot's is the
+    imitation ceiling's target, ``imitation.targets``)."""
     rows = []
     for scored in states:
         if opponent.kind == "random":
             probabilities = [1.0 / len(scored.legal)] * len(scored.legal)
         else:
-            solved = dict(cfr_policy(spiel_game, parse(opponent.bot).number)
-                          .get_state_policy(scored.state))
-            probabilities = [float(solved.get(a, 0.0)) for a in scored.legal]
+            solved = targets(opponent.bot, spiel_game, scored.state)
+            probabilities = [solved.get(a, 0.0) for a in scored.legal]
         rows.append(StateCounts(scored.key, scored.player, scored.legal, scored.names,
                                 probabilities))
     return rows

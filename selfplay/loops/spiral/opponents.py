@@ -113,7 +113,7 @@ def training_seats(
 ) -> tuple[dict[int, Seat], dict[int, str]]:
     """A training game's seats ({seat: Seat}) and who sits where ({seat: "model" |
     "opponent"}, drawn at random): the policy's seat trained, the other by ``opponent.kind``
-    (fictitious and pool: self-play until the pool's first snapshot)."""
+    (until the pool's first snapshot, fictitious is self-play and pool the initial policy)."""
     assignment = assign_seats(rng)
     kind = opponent.kind
     seats = {}
