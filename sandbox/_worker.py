@@ -176,6 +176,27 @@ def pidfd_open(pid: int) -> int | None:
 # ---------------------------------------------------------------------------------- output
 
 
+def signal_every_process_of(uid: int, sig: int) -> int:
+    """Send ``sig`` to every process of ``uid`` at once: kill(-1) from a forked helper that
+    becomes that uid; returns the helper's pid (the caller reaps it).
+
+    kill(-1) walks the process list in one pass under the kernel's tasklist lock, so a fork
+    bomb cannot outrun it (a scan of /proc followed by kill() per pid can be outrun). The host
+    side's ``isolation.kill_uids`` runs this same function (from this file) after a fallback
+    worker died.
+    """
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, sig)
+        finally:
+            os._exit(0)
+    return pid
+
+
 class Collector:
     """Reads a call's stdout/stderr pipes, keeping at most ``cap`` bytes of each."""
 
@@ -496,21 +517,8 @@ class Worker:
         return used + n
 
     def signal_uid(self, uid: int, sig: int) -> None:
-        """Send ``sig`` to every process of ``uid`` at once: kill(-1) from a helper of that uid.
-
-        kill(-1) walks the process list in one pass under the kernel's tasklist lock, so a fork
-        bomb cannot outrun it (a scan of /proc followed by kill() per pid can be outrun).
-        """
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, sig)
-            finally:
-                os._exit(0)
-        self.wait(pid)
+        """Send ``sig`` to every process of ``uid`` at once (``signal_every_process_of``)."""
+        self.wait(signal_every_process_of(uid, sig))
 
     def sweep(self, uid, sid: int, keep: set[int]) -> None:
         """SIGKILL every leftover process of a call (those that double-forked away too)."""

@@ -97,7 +97,8 @@ _CHILD_ENV = {
     # quarter of a 1 GiB address-space limit.
     "MALLOC_ARENA_MAX": "2",
 }
-_WORKER_SOURCE = Path(__file__).with_name("_worker.py").read_text(encoding="utf-8")
+_WORKER_PATH = Path(__file__).with_name("_worker.py")
+_WORKER_SOURCE = _WORKER_PATH.read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -403,19 +404,13 @@ def plan_launch(settings: WorkerSettings, mode: Mode, program: list[str] | None 
     )
 
 
+# the worker file's own helper (run_path defines it without running the worker's main), so the
+# host's sweep and the worker's are one piece of code
 _KILL_UIDS = """
-import os, sys
-for uid in range(int(sys.argv[1]), int(sys.argv[2])):
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, 9)
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+import os, runpy, sys
+worker = runpy.run_path(sys.argv[1], run_name="kill_uids")
+for uid in range(int(sys.argv[2]), int(sys.argv[3])):
+    os.waitpid(worker["signal_every_process_of"](uid, 9), 0)
 """
 
 
@@ -427,7 +422,8 @@ def kill_uids(uid_base: int, count: int = UID_SLOTS) -> None:
     """
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         subprocess.run(
-            [sys.executable, "-I", "-S", "-c", _KILL_UIDS, str(uid_base), str(uid_base + count)],
+            [sys.executable, "-I", "-S", "-c", _KILL_UIDS, str(_WORKER_PATH), str(uid_base),
+             str(uid_base + count)],
             timeout=30,
             check=False,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -335,3 +336,21 @@ def test_workers_share_one_string_hash_seed() -> None:
             assert result.ok, result
             outputs.append(result.stdout)
     assert outputs == [seeded, seeded]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="kill_uids runs as root (the fallback sandbox's)")
+def test_kill_uids_kills_every_process_of_the_fallback_workers_uids() -> None:
+    """The host's sweep after a fallback worker died (``iso.kill_uids``: the worker file's own
+    ``signal_every_process_of``, run from a fresh interpreter) kills a process left running as
+    one of the worker's uids, and leaves another uid's alone."""
+    base = 64000  # far above any login user's uid; nothing else runs as these
+    inside = subprocess.Popen(["sleep", "60"], user=base + 2)
+    outside = subprocess.Popen(["sleep", "60"], user=base + 9)
+    try:
+        iso.kill_uids(base, count=4)
+        assert inside.wait(timeout=10) == -signal.SIGKILL
+        assert outside.poll() is None
+    finally:
+        inside.kill()
+        outside.kill()
+        outside.wait()
