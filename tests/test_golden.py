@@ -46,6 +46,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import nested
+from tests import tiny_loops as tiny
+from tests.tiny_loops import CHAIN_SUM, TINY, roles
+
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SELFPLAY_UPDATE_GOLDEN") == "1"
 # metrics that measure the machine, not the algorithm
@@ -73,119 +77,10 @@ NUMERIC_KEYS = frozenset({
 # policy, no token is clipped (clip_frac 0), so changing it changes nothing.
 NUMERIC_TOLERANCE = {"rel_tol": 1e-3, "abs_tol": 1e-5}
 
-TINY = {
-    "seed": 0,
-    "model": {"path": "tiny-random"},
-    "sampling": {"max_new_tokens": 6},
-    "logging": {"wandb": "disabled", "progress": False},
-    "checkpoint": {"every": 1, "keep": 1},
-}
-CHAIN_SUM = {"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1,
-                                             "max_digits": 1}}
 
-PROMPTS = {
-    # SPICE: the reply starts a free-form JSON question, so the answer is whatever follows
-    "asker.yaml": {
-        "name": "asker",
-        "user": "Ask about: {{ document }} ({{ format }})",
-        "prefill": '{"question": "What is the name of this thing?",\nanswer: ',
-    },
-    "answerer.yaml": {"name": "answerer", "user": "{{ question }} ({{ answer_hint }})",
-                      "prefill": "\\boxed{"},
-    # Agent0 qa: a started proposal whose answer line is the model's
-    "proposer.yaml": {"name": "proposer", "user": "Write a question.",
-                      "prefill": "Question: What is 2 + 3?\nAnswer:"},
-    "solver.yaml": {"name": "solver", "user": "{{ question }}", "prefill": "\\boxed{5}. "},
-    # Agent0 code_io: a whole program and input; the model's tokens follow it
-    "coder.yaml": {"name": "coder", "user": "Write a function.",
-                   "prefill": "```python\ndef f(x):\n    return x * 2\n```\nInput: 3\n\n# "},
-    # AZR: started programs and inputs; the solvers' answers fit f(x) = x * 2 on 3, so the
-    # seed identity (in every buffer drawn, newest first, cycling) is answered wrong: the
-    # solvers' rewards vary and train (the proposers' r̄ is 0 or 1: no advantage)
-    "azr_propose.yaml": {"name": "azr_propose", "user": "{{ references }}",
-                         "prefill": "```python\ndef f(x):\n    return x * 2\n```\nInput: 3\n# "},
-    "azr_inputs.yaml": {"name": "azr_inputs", "user": "{{ program }} ({{ count }})",
-                        "prefill": "Input: 1\nInput: 3\nInput: 5\n# "},
-    "azr_solve_o.yaml": {"name": "azr_solve_o", "user": "{{ program }} {{ input }}",
-                         "prefill": "<answer>6</answer>"},
-    "azr_solve_i.yaml": {"name": "azr_solve_i", "user": "{{ program }} {{ output }}",
-                         "prefill": "<answer>3</answer>"},
-    "azr_solve_f.yaml": {"name": "azr_solve_f", "user": "{{ pairs }} {{ message }}",
-                         "prefill": "```python\ndef f(x):\n    return x * 2\n```"},
-    # CURE: a whole program (right for `double`, wrong for `square`) whose line the model's
-    # tokens continue, and a started test whose output the model's tokens finish
-    "cure_coder.yaml": {"name": "cure_coder", "user": "{{ problem }}",
-                        "prefill": "```python\nn = int(input())\nprint(2 * n)  # "},
-    "cure_tester.yaml": {"name": "cure_tester",
-                         "user": "{{ problem }} {{ example_input }} {{ example_output }}",
-                         "prefill": "Input:\n```\n3\n```\nOutput:\n```\n6"},
-    # MAE: a started question (lenient: the model's tokens finish it) and answer; the judge's
-    # reply starts with a score from the length of what it judges (1-10), and with all three
-    # score pairs when the answer's length is even, so q, d, the solver's and the judge's
-    # rewards vary and every role trains
-    "mae_propose.yaml": {"name": "mae_propose", "user": "{{ reference }}",
-                         "prefill": "<question>What is 2 +"},
-    "mae_solve.yaml": {"name": "mae_solve", "user": "{{ question }}", "prefill": "<answer>"},
-    "mae_judge.yaml": {"name": "mae_judge", "user": "{{ question }} {{ answer }}",
-                       "prefill": "<score>{{ (question ~ answer)|length % 10 + 1 }}</score>"
-                                  "{% if (answer|length) is even %}<score>1</score><score>1"
-                                  "</score>{% endif %}"},
-    # SSP: the proposer's reply starts with a whole question and a search (run before the model
-    # writes); the judge's with the answer "Python", so questions for that target pass the RAG
-    # check and those for "Lambda" fail (their slots reuse pooled ones); the solver's reply
-    # starts with a search for the question
-    "ssp_proposer.yaml": {"name": "ssp_proposer", "user": "{{ target }}",
-                          "prefill": "<question> What is the name of the thing that this "
-                                     "question asks about here? </question>\n"
-                                     "<search> {{ target }} </search>"},
-    "ssp_solver.yaml": {"name": "ssp_solver", "user": "{{ question }}",
-                        "prefill": "<search> {{ question }} </search>"},
-    "ssp_judge.yaml": {"name": "ssp_judge", "user": "{{ documents }} {{ question }}",
-                       "prefill": "<answer> Python </answer>"},
-    # R-Zero (agent0, no tool): a boxed answer after closed thinking: format reward 1
-    "thinker.yaml": {"name": "thinker", "user": "{{ question }}",
-                     "prefill": "<think>2 + 3 = 5</think> \\boxed{5}. "},
-    # SQLM: a started arithmetic problem (the model's tokens finish it) and a given answer: the
-    # random model never writes a digit, so its own answers would all be None (no majority)
-    "sqlm_proposer.yaml": {"name": "sqlm_proposer", "user": "Write a problem.",
-                           "prefill": "What is 2 +"},
-    "sqlm_solver.yaml": {"name": "sqlm_solver", "user": "{{ question }}",
-                         "prefill": "<answer>5</answer> "},
-    # SPELL: the reference is "pass" (the model writes a note on the line after it) and the
-    # responder's answer "pass" followed by the model's word piece: a whole word or glued to
-    # "pass", so the rule score varies; the verifier's votes are "no" glued to the model's
-    # piece (unparsable) or a NO, so its split groups train and the responder earns the rule
-    "spell_questioner.yaml": {"name": "spell_questioner", "user": "{{ context }} {{ examples }}",
-                              "prefill": "Question: Which statement does nothing?\n"
-                                         "Answer: pass\nNote:"},
-    "spell_responder.yaml": {"name": "spell_responder", "user": "{{ context }} {{ question }}",
-                             "prefill": "The answer is pass"},
-    "spell_verifier.yaml": {"name": "spell_verifier",
-                            "user": "{{ question }} {{ reference }} {{ response }}",
-                            "prefill": "no"},
-    # verifiers (propose_solve): the proposer's reply starts with a problem the environment
-    # parses (within bound 5, not 1), the solver's with its sum
-    "vf_proposer.yaml": {"name": "vf_proposer", "user": "{{ message }}",
-                         "prefill": "What is 2 + 3? "},
-    "vf_solver.yaml": {"name": "vf_solver", "user": "{{ message }}", "prefill": "5 "},
-    # SPIRAL: roles/prompts/player.yaml as it was when the golden file was written, with a legal
-    # move as its example (`spiral.example: legal`); issue 31 moved the built-in to a placeholder
-    "player.yaml": {
-        "name": "player",
-        "description": "SPIRAL player - one seat of a two-player zero-sum game; the seat is only "
-                       "in the prompt.",
-        "answer_format": "boxed action, e.g. \\boxed{[bet]}",
-        "system": "You are a skilled game player. Think briefly, then choose one action.",
-        "user": "{{ observation }}\n\nYou are Player {{ player }}. Reply with your action in "
-                "\\boxed{}, for example \\boxed{{ '{' }}{{ example }}{{ '}' }}.",
-    },
-}
+# the role prompts, by the file each is written to (with why each starts its reply as it does)
+PROMPTS = tiny.GOLDEN_PROMPTS
 
-REWARDS = '''
-def spread(p_hat):
-    """A proposer reward that varies with p̂ (the tiny model's p̂ is rarely ½)."""
-    return 0.25 + p_hat - 0.5 * p_hat * p_hat
-'''
 
 
 def experiments(folder: Path) -> dict[str, dict]:
@@ -224,8 +119,7 @@ def experiments(folder: Path) -> dict[str, dict]:
             "loop": "spice",
             "sampling": {"max_new_tokens": 4},  # short answers: some ≤ 3 words (valid), some not
             "train": {"steps": 3, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
-            "roles": {"challenger": {"prompt": p["asker.yaml"]},
-                      "reasoner": {"prompt": p["answerer.yaml"]}},
+            "roles": roles(p, challenger="asker", reasoner="answerer"),
             "spice": {
                 "corpus": "pydoc-few",
                 "corpus_cache": str(folder / "cache" / "corpora"),
@@ -247,8 +141,8 @@ def experiments(folder: Path) -> dict[str, dict]:
             "train": {"steps": 4, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
             # REINFORCE: the advantage is the reward, so equal rewards in a group still train
             "advantage": {"adpo": True, "estimator": "reinforce"},
-            "roles": {"curriculum": {"prompt": p["proposer.yaml"], "adapter": "own"},
-                      "executor": {"prompt": p["solver.yaml"], "adapter": "own"}},
+            "roles": roles(p, curriculum={"prompt": "proposer", "adapter": "own"},
+                              executor={"prompt": "solver", "adapter": "own"}),
             "agent0": {
                 "curriculum_steps": 1, "executor_steps": 1, "solver_samples": 3,
                 "proposal_group_size": 3, "pool_size": 3, "band": "code", "band_lo": 0.0,
@@ -263,8 +157,8 @@ def experiments(folder: Path) -> dict[str, dict]:
             "loop": "agent0",
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
             "advantage": {"estimator": "reinforce"},
-            "roles": {"curriculum": {"prompt": p["coder.yaml"], "adapter": "own"},
-                      "executor": {"prompt": p["solver.yaml"], "adapter": "own"}},
+            "roles": roles(p, curriculum={"prompt": "coder", "adapter": "own"},
+                              executor={"prompt": "solver", "adapter": "own"}),
             "agent0": {
                 "task_kind": "code_io", "curriculum_steps": 1, "executor_steps": 1,
                 "solver_samples": 2, "proposal_group_size": 2, "pool_size": 2,
@@ -280,8 +174,8 @@ def experiments(folder: Path) -> dict[str, dict]:
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "kl_coef": 0.01,
                       "lora": {"r": 4, "alpha": 8}},
             "advantage": {"estimator": "reinforce"},
-            "roles": {"curriculum": {"prompt": p["proposer.yaml"], "adapter": "own"},
-                      "executor": {"prompt": p["thinker.yaml"], "adapter": "own"}},
+            "roles": roles(p, curriculum={"prompt": "proposer", "adapter": "own"},
+                              executor={"prompt": "thinker", "adapter": "own"}),
             "agent0": {
                 "executor_tool": False, "reward_form": "rzero", "executor_reward": "format",
                 "curriculum_steps": 1, "executor_steps": 1, "solver_samples": 2,
@@ -297,8 +191,7 @@ def experiments(folder: Path) -> dict[str, dict]:
                       "lora": {"r": 4, "alpha": 8}},
             # REINFORCE: unanimous answers (solver reward 1 each) still train the solver
             "advantage": {"estimator": "reinforce"},
-            "roles": {"proposer": {"prompt": p["sqlm_proposer.yaml"]},
-                      "solver": {"prompt": p["sqlm_solver.yaml"]}},
+            "roles": roles(p, proposer="sqlm_proposer", solver="sqlm_solver"),
             "sqlm": {
                 "proposal_groups": 1, "proposal_group_size": 2, "solver_samples": 3,
                 "proposer_update_every": 2, "proposer_reward": "informative",
@@ -309,19 +202,8 @@ def experiments(folder: Path) -> dict[str, dict]:
             "loop": "azr",
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "aggregation": "token-mean",
                       "lora": {"r": 4, "alpha": 8}},
-            "roles": {"propose_deduction": {"prompt": p["azr_propose.yaml"]},
-                      "propose_abduction": {"prompt": p["azr_propose.yaml"]},
-                      "propose_induction": {"prompt": p["azr_inputs.yaml"]},
-                      "solve_deduction": {"prompt": p["azr_solve_o.yaml"]},
-                      "solve_abduction": {"prompt": p["azr_solve_i.yaml"]},
-                      "solve_induction": {"prompt": p["azr_solve_f.yaml"]}},
-            "azr": {
-                "reward_form": "code", "proposals_per_mode": 2, "solves_per_mode": 6,
-                "solver_samples": 2, "references": 1, "induction_inputs": 3,
-                "induction_shown": 1, "seed_size": 2, "seed_batch": 1, "seed_rounds": 1,
-                "lenient": True, "require_message": False,
-                "sandbox": {"wall_s": 5.0, "pool_size": 1},
-            },
+            "roles": tiny.azr_roles(p),
+            "azr": tiny.azr_settings(),
         },
         "cure": {
             **TINY,
@@ -330,8 +212,7 @@ def experiments(folder: Path) -> dict[str, dict]:
             # REINFORCE: the random model's programs and tests do alike within a problem, so
             # CURE's standardised advantages would all be 0 (tests/test_cure.py checks those)
             "advantage": {"estimator": "reinforce"},
-            "roles": {"coder": {"prompt": p["cure_coder.yaml"]},
-                      "tester": {"prompt": p["cure_tester.yaml"]}},
+            "roles": roles(p, coder="cure_coder", tester="cure_tester"),
             "cure": {"order": "file", "max_problems": 2, "problems_per_step": 2, "codes": 3,
                      "tests": 3, "max_gt_tests": 2, "time_limit_s": 1.0, "pool_size": 1},
         },
@@ -340,9 +221,7 @@ def experiments(folder: Path) -> dict[str, dict]:
             "loop": "mae",
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "aggregation": "token-mean",
                       "lora": {"r": 4, "alpha": 8}},
-            "roles": {"proposer": {"prompt": p["mae_propose.yaml"]},
-                      "solver": {"prompt": p["mae_solve.yaml"]},
-                      "judge": {"prompt": p["mae_judge.yaml"]}},
+            "roles": roles(p, proposer="mae_propose", solver="mae_solve", judge="mae_judge"),
             "mae": {"proposals_per_step": 2, "solves_per_step": 2, "judge_samples": 2,
                     "solver_samples": 1, "judges_per_step": 6, "lenient": True,
                     "admit_threshold": 0.5},
@@ -351,10 +230,9 @@ def experiments(folder: Path) -> dict[str, dict]:
             **TINY,
             "loop": "ssp",
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
-            "roles": {"proposer": {"prompt": p["ssp_proposer.yaml"], "temperature": 0.8},
-                      "solver": {"prompt": p["ssp_solver.yaml"]},
-                      "judge": {"prompt": p["ssp_judge.yaml"], "train": False,
-                                "max_tokens": 4}},
+            "roles": roles(p, proposer={"prompt": "ssp_proposer", "temperature": 0.8},
+                              solver="ssp_solver",
+                              judge={"prompt": "ssp_judge", "train": False, "max_tokens": 4}),
             "ssp": {
                 "targets": str(folder / "ssp_targets.jsonl"),
                 "proposals_per_step": 3, "solver_samples": 2,
@@ -368,9 +246,9 @@ def experiments(folder: Path) -> dict[str, dict]:
             **TINY,
             "loop": "spell",
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo", "lora": {"r": 4, "alpha": 8}},
-            "roles": {"questioner": {"prompt": p["spell_questioner.yaml"]},
-                      "responder": {"prompt": p["spell_responder.yaml"]},
-                      "verifier": {"prompt": p["spell_verifier.yaml"], "max_tokens": 2}},
+            "roles": roles(p, questioner="spell_questioner",
+                              responder="spell_responder",
+                              verifier={"prompt": "spell_verifier", "max_tokens": 2}),
             "spell": {
                 "corpus": "pydoc-few",
                 "corpus_cache": str(folder / "cache" / "corpora"),
@@ -388,8 +266,8 @@ def experiments(folder: Path) -> dict[str, dict]:
             "train": {"steps": 2, "lr": 5e-2, "lora": {"r": 4, "alpha": 8}},
             # REINFORCE: the solver's sum is always right, so its group rewards are equal
             "advantage": {"estimator": "reinforce"},
-            "roles": {"proposer": {"prompt": p["vf_proposer.yaml"], "adapter": "own"},
-                      "solver": {"prompt": p["vf_solver.yaml"], "adapter": "own"}},
+            "roles": roles(p, proposer={"prompt": "vf_proposer", "adapter": "own"},
+                              solver={"prompt": "vf_solver", "adapter": "own"}),
             "verifiers": {"env": "selfplay.loops.verifiers.envs.propose_solve",
                           # bound 1: "2 + 3" is malformed there (reward 0, no solver)
                           "args": {"num_tasks": 4, "bounds": [1, 5]}, "tasks_per_step": 2,
@@ -401,20 +279,9 @@ def experiments(folder: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     """Role prompts, the reward plug-in and a five-topic pydoc corpus, built by the CLI."""
-    from pydoc_data.topics import topics
-
     folder = tmp_path_factory.mktemp("golden")
-    for name, prompt in PROMPTS.items():
-        (folder / name).write_text(yaml.safe_dump(prompt))
-    (folder / "golden_rewards.py").write_text(REWARDS)
-    (folder / "ssp_targets.jsonl").write_text('{"answer": "Python"}\n{"answer": "Lambda"}\n')
-    sources = folder / "docs"
-    sources.mkdir()
-    for name in ("while", "assert", "pass", "lambda", "for"):
-        (sources / f"{name}.txt").write_text(topics[name])
-    selfplay(folder, "corpus", "build", "pydoc-few", str(sources), "--chunk-tokens", "64",
-             "--overlap-tokens", "8", "--batch-size", "4", "--tokenizer", "embedding",
-             "--quiet", cache=folder / "cache")
+    tiny.write_inputs(folder, PROMPTS, "golden_rewards")
+    selfplay(folder, *tiny.corpus_build_args(folder), cache=folder / "cache")
     return folder
 
 
@@ -451,24 +318,11 @@ def essence(run_dir: Path) -> dict:
             "metrics": metrics}
 
 
-def differences(expected, actual, where: str = "", numeric: bool = False) -> list[str]:
-    """Paths where the two differ: exactly, but for the floats under a ``NUMERIC_KEYS`` key
-    (``numeric``), which may differ within ``NUMERIC_TOLERANCE``."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        found = [f"{where}: keys {sorted(set(expected) ^ set(actual))}"] if set(expected) != set(
-            actual) else []
-        for key in sorted(set(expected) & set(actual)):
-            found += differences(expected[key], actual[key], f"{where}.{key}",
-                                 numeric or key in NUMERIC_KEYS)
-        return found
-    if isinstance(expected, list) and isinstance(actual, list):
-        if len(expected) != len(actual):
-            return [f"{where}: {len(expected)} items, now {len(actual)}"]
-        return [d for k, (e, a) in enumerate(zip(expected, actual, strict=True))
-                for d in differences(e, a, f"{where}[{k}]", numeric)]
-    if same_value(expected, actual, numeric):
-        return []
-    return [f"{where}: {expected!r} → {actual!r}"]
+def differences(expected, actual) -> list[str]:
+    """Paths where the two differ: exactly, but for the floats under a ``NUMERIC_KEYS`` key,
+    which may differ within ``NUMERIC_TOLERANCE``."""
+    return nested.differences(expected, actual, lambda e, a, path: same_value(
+        e, a, numeric=any(part in NUMERIC_KEYS for part in path if isinstance(part, str))))
 
 
 def same_value(expected, actual, numeric: bool) -> bool:

@@ -26,22 +26,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import tiny_loops as tiny
 from tests.learning import describe, run_and_measure
+from tests.tiny_loops import CHAIN_SUM, roles
 
 MARGIN = 0.05
-TINY = {
-    "seed": 0,
-    "model": {"path": "tiny-random"},
-    "sampling": {"max_new_tokens": 6},
-    "logging": {"wandb": "disabled", "progress": False},
+TINY = tiny.TINY | {
     "checkpoint": {"every": 100, "keep": 1},
     # one thread: the tiny model gains nothing from two, and on a busy machine OpenMP's second
     # thread waits for a core (pytest does not set the command's OMP_WAIT_POLICY=PASSIVE)
     "threads": {"torch": 1},
 }
 LORA = {"r": 4, "alpha": 8}
-CHAIN_SUM = {"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1,
-                                             "max_digits": 1}}
 
 
 def pick(*choices: str) -> str:
@@ -51,87 +47,19 @@ def pick(*choices: str) -> str:
         for k, text in enumerate(choices))
 
 
-# the chain_sum answer (``a + b =`` or ``a - b =``), computed from the question; boxed, or one
-# more than it
-SUM = ("{% set p = question.split(': ')[-1].split(' ') %}"
-       "{% set s = (p[0]|int + p[2]|int) if p[1] == '+' else (p[0]|int - p[2]|int) %}"
-       "{% raw %}\\boxed{{% endraw %}{{ [s, s + 1]|random }}{% raw %}}{% endraw %} ")
-
 PROMPTS = {
-    "solver.yaml": {"name": "solver", "user": "{{ question }}", "prefill": SUM},
-    "player.yaml": {"name": "player", "user": "{{ observation }} {{ player }} {{ example }}",
-                    "prefill": "\\boxed{[check]} "},  # every Kuhn game to a showdown
-    "asker.yaml": {"name": "asker", "user": "Ask about: {{ document }} ({{ format }})",
-                   "prefill": pick('{"question": "What is the name of this thing?", '
-                                   '"answer": "pass"}\n',
-                                   '{"question": "What is the name of this thing?", '
-                                   '"answer": "while"}\n')},
-    "answerer.yaml": {"name": "answerer", "user": "{{ question }} ({{ answer_hint }})",
-                      "prefill": pick("\\boxed{pass} ", "\\boxed{while} ")},
-    "proposer.yaml": {"name": "proposer", "user": "Write a question.",
-                      "prefill": "Question: What is 2 + 3?\nAnswer:"},
-    "executor.yaml": {"name": "executor", "user": "{{ question }}",
-                      "prefill": pick("\\boxed{5}. ", "\\boxed{6}. ")},
-    "azr_propose.yaml": {"name": "azr_propose", "user": "{{ references }}",
-                         "prefill": pick("```python\ndef f(x):\n    return x * 2\n```\n"
-                                         "Input: 3\n# ", "Nothing to propose. ")},
-    "azr_inputs.yaml": {"name": "azr_inputs", "user": "{{ program }} ({{ count }})",
-                        "prefill": pick("Input: 1\nInput: 3\nInput: 5\n# ", "No inputs. ")},
-    "azr_solve_o.yaml": {"name": "azr_solve_o", "user": "{{ program }} {{ input }}",
-                         "prefill": pick("<answer>6</answer>", "<answer>7</answer>")},
-    "azr_solve_i.yaml": {"name": "azr_solve_i", "user": "{{ program }} {{ output }}",
-                         "prefill": pick("<answer>3</answer>", "<answer>4</answer>")},
-    "azr_solve_f.yaml": {"name": "azr_solve_f", "user": "{{ pairs }} {{ message }}",
-                         "prefill": pick("```python\ndef f(x):\n    return x\n```",
-                                         "```python\ndef f(x):\n    return x * 3\n```")},
-    "cure_coder.yaml": {"name": "cure_coder", "user": "{{ problem }}",
-                        "prefill": pick("```python\nn = int(input())\nprint(2 * n)  # ",
-                                        "```python\nn = int(input())\nprint(3 * n)  # ")},
-    "cure_tester.yaml": {"name": "cure_tester",
-                         "user": "{{ problem }} {{ example_input }} {{ example_output }}",
-                         "prefill": pick("Input:\n```\n3\n```\nOutput:\n```\n6\n```\n",
-                                         "Input:\n```\n3\n```\nOutput:\n```\n7\n```\n")},
-    # the proposers and the questioner of MAE and SPELL: tests/test_golden.py's prompts, whose
-    # rewards vary with the model's tokens
-    "mae_propose.yaml": {"name": "mae_propose", "user": "{{ reference }}",
-                         "prefill": "<question>What is 2 +"},
-    "mae_solve.yaml": {"name": "mae_solve", "user": "{{ question }}", "prefill": "<answer>"},
-    "mae_judge.yaml": {"name": "mae_judge", "user": "{{ question }} {{ answer }}",
-                       "prefill": pick("<score>2</score>", "<score>8</score>",
-                                       "<score>2</score><score>1</score><score>1</score>",
-                                       "<score>8</score><score>1</score><score>1</score>")},
-    "ssp_proposer.yaml": {"name": "ssp_proposer", "user": "{{ target }}",
-                          "prefill": "<question> What is the name of the thing that this "
-                                     "question asks about here? </question>\n"
-                                     "<search> {{ target }} </search>"},
-    "ssp_solver.yaml": {"name": "ssp_solver", "user": "{{ question }}",
-                        "prefill": "<search> {{ question }} </search> "
-                                   + pick("<answer> Python </answer>",
-                                          "<answer> Lambda </answer>")},
-    "ssp_judge.yaml": {"name": "ssp_judge", "user": "{{ documents }} {{ question }}",
-                       "prefill": "<answer> Python </answer>"},
-    "sqlm_proposer.yaml": {"name": "sqlm_proposer", "user": "Write a problem.",
-                           "prefill": "What is 2 +"},
-    "sqlm_solver.yaml": {"name": "sqlm_solver", "user": "{{ question }}",
-                         "prefill": pick("<answer>5</answer> ", "<answer>6</answer> ")},
-    "spell_questioner.yaml": {"name": "spell_questioner", "user": "{{ context }} {{ examples }}",
-                              "prefill": "Question: Which statement does nothing?\n"
-                                         "Answer: pass\nNote:"},
-    "spell_responder.yaml": {"name": "spell_responder", "user": "{{ context }} {{ question }}",
-                             "prefill": pick("The answer is pass. ", "The answer is while. ")},
-    "spell_verifier.yaml": {"name": "spell_verifier",
-                            "user": "{{ question }} {{ reference }} {{ response }}",
-                            "prefill": "no"},
-    "vf_proposer.yaml": {"name": "vf_proposer", "user": "{{ message }}",
-                         "prefill": pick("What is 2 + 3? ", "What is 2 + 9? ")},
-    "vf_solver.yaml": {"name": "vf_solver", "user": "{{ message }}",
-                       "prefill": pick("5 ", "7 ")},
+    # the proposers, SPELL's questioner and verifier and SSP's judge as in the golden runs (whose
+    # rewards vary with the model's tokens)
+    **{name: tiny.GOLDEN_PROMPTS[name] for name in (
+        "proposer.yaml", "mae_propose.yaml", "mae_solve.yaml", "ssp_proposer.yaml",
+        "ssp_judge.yaml", "sqlm_proposer.yaml", "spell_questioner.yaml", "spell_verifier.yaml")},
+    # the others, each with two (or more) starts drawn at random (tests/learning_prompts.yaml)
+    **{f"{name}.yaml": {"name": name, "user": spec["user"],
+                        "prefill": spec["prefill"] if "prefill" in spec
+                        else spec.get("lead", "") + pick(*spec["either"])}
+       for name, spec in yaml.safe_load((Path(__file__).parent / "learning_prompts.yaml")
+                                        .read_text(encoding="utf-8")).items()},
 }
-REWARDS = '''
-def spread(p_hat):
-    """A proposer reward that varies with p̂ (the tiny model's p̂ is rarely ½)."""
-    return 0.25 + p_hat - 0.5 * p_hat * p_hat
-'''
 
 
 def experiments(folder: Path) -> dict[str, dict]:
@@ -141,21 +69,20 @@ def experiments(folder: Path) -> dict[str, dict]:
     return {
         "rlvr": {
             "train": {"steps": 1, "lr": 5e-2},
-            "roles": {"solver": {"prompt": p["solver.yaml"]}},
+            "roles": roles(p, solver="solver"),
             "rlvr": {"tasks": [CHAIN_SUM], "dataset_size": 4, "prompts_per_step": 2,
                      "group_size": 4, "eval_size": 0},
         },
         "spiral": {
             "train": {"steps": 1, "lr": 5e-2},
-            "roles": {"player": {"prompt": p["player.yaml"]}},
+            "roles": roles(p, player="player"),
             "spiral": {"games": [{"id": "kuhn_poker", "kwargs": {"rounds": 1}}],
                        "games_per_step": 6, "lenient": True, "eval_games": 0,
                        "eval_reasoning_size": 0},
         },
         "spice": {
             "train": {"steps": 1, "lr": 5e-2},
-            "roles": {"challenger": {"prompt": p["asker.yaml"]},
-                      "reasoner": {"prompt": p["answerer.yaml"]}},
+            "roles": roles(p, challenger="asker", reasoner="answerer"),
             "spice": {**corpus, "chunk_max_tokens": 24, "documents_per_step": 2,
                       "attempts_per_document": 2, "max_rounds": 1, "formats": "free",
                       "solver_samples": 4, "challenger_reward": "learning_rewards:spread",
@@ -164,8 +91,7 @@ def experiments(folder: Path) -> dict[str, dict]:
         "agent0": {
             "train": {"steps": 2, "lr": 5e-2, "loss": "grpo"},
             "advantage": {"adpo": True},
-            "roles": {"curriculum": {"prompt": p["proposer.yaml"]},
-                      "executor": {"prompt": p["executor.yaml"]}},
+            "roles": roles(p, curriculum="proposer", executor="executor"),
             "agent0": {
                 "curriculum_steps": 1, "executor_steps": 1, "solver_samples": 4,
                 "proposal_group_size": 4, "pool_size": 4, "band": "code", "band_lo": 0.0,
@@ -176,42 +102,28 @@ def experiments(folder: Path) -> dict[str, dict]:
         },
         "azr": {
             "train": {"steps": 1, "lr": 5e-2, "loss": "grpo", "aggregation": "token-mean"},
-            "roles": {"propose_deduction": {"prompt": p["azr_propose.yaml"]},
-                      "propose_abduction": {"prompt": p["azr_propose.yaml"]},
-                      "propose_induction": {"prompt": p["azr_inputs.yaml"]},
-                      "solve_deduction": {"prompt": p["azr_solve_o.yaml"]},
-                      "solve_abduction": {"prompt": p["azr_solve_i.yaml"]},
-                      "solve_induction": {"prompt": p["azr_solve_f.yaml"]}},
-            "azr": {
-                "reward_form": "code", "proposals_per_mode": 4, "solves_per_mode": 6,
-                "solver_samples": 2, "references": 1, "induction_inputs": 3,
-                "induction_shown": 1, "seed_size": 2, "seed_batch": 1, "seed_rounds": 1,
-                "lenient": True, "require_message": False,
-                "sandbox": {"wall_s": 20.0, "pool_size": 1},
-            },
+            "roles": tiny.azr_roles(p),
+            "azr": tiny.azr_settings(proposals_per_mode=4,
+                                sandbox={"wall_s": 20.0, "pool_size": 1}),
         },
         "cure": {
             "train": {"steps": 1, "lr": 5e-2},
-            "roles": {"coder": {"prompt": p["cure_coder.yaml"]},
-                      "tester": {"prompt": p["cure_tester.yaml"]}},
+            "roles": roles(p, coder="cure_coder", tester="cure_tester"),
             "cure": {"order": "file", "max_problems": 2, "problems_per_step": 2, "codes": 4,
                      "tests": 4, "max_gt_tests": 2, "time_limit_s": 20.0, "pool_size": 1},
         },
         "mae": {
             "train": {"steps": 1, "lr": 5e-2, "loss": "grpo", "aggregation": "token-mean"},
-            "roles": {"proposer": {"prompt": p["mae_propose.yaml"]},
-                      "solver": {"prompt": p["mae_solve.yaml"]},
-                      "judge": {"prompt": p["mae_judge.yaml"]}},
+            "roles": roles(p, proposer="mae_propose", solver="mae_solve", judge="mae_judge"),
             "mae": {"proposals_per_step": 4, "solves_per_step": 4, "judge_samples": 2,
                     "solver_samples": 1, "judges_per_step": 6, "lenient": True,
                     "admit_threshold": 0.5},
         },
         "ssp": {
             "train": {"steps": 1, "lr": 5e-2, "loss": "grpo"},
-            "roles": {"proposer": {"prompt": p["ssp_proposer.yaml"]},
-                      "solver": {"prompt": p["ssp_solver.yaml"]},
-                      "judge": {"prompt": p["ssp_judge.yaml"], "train": False,
-                                "max_tokens": 4}},
+            "roles": roles(p, proposer="ssp_proposer",
+                              solver="ssp_solver",
+                              judge={"prompt": "ssp_judge", "train": False, "max_tokens": 4}),
             "ssp": {
                 "targets": str(folder / "ssp_targets.jsonl"),
                 "proposals_per_step": 4, "solver_samples": 4,
@@ -222,17 +134,16 @@ def experiments(folder: Path) -> dict[str, dict]:
         },
         "sqlm": {
             "train": {"steps": 1, "lr": 5e-2, "loss": "grpo"},
-            "roles": {"proposer": {"prompt": p["sqlm_proposer.yaml"]},
-                      "solver": {"prompt": p["sqlm_solver.yaml"]}},
+            "roles": roles(p, proposer="sqlm_proposer", solver="sqlm_solver"),
             "sqlm": {"proposal_groups": 2, "proposal_group_size": 3, "solver_samples": 4,
                      "proposer_update_every": 1, "proposer_reward": "informative",
                      "eval_reasoning_size": 0},
         },
         "spell": {
             "train": {"steps": 1, "lr": 5e-2, "loss": "grpo"},
-            "roles": {"questioner": {"prompt": p["spell_questioner.yaml"]},
-                      "responder": {"prompt": p["spell_responder.yaml"]},
-                      "verifier": {"prompt": p["spell_verifier.yaml"], "max_tokens": 2}},
+            "roles": roles(p, questioner="spell_questioner",
+                              responder="spell_responder",
+                              verifier={"prompt": "spell_verifier", "max_tokens": 2}),
             "spell": {
                 **corpus, "clusters_per_step": 3, "questions_per_cluster": 2,
                 "new_documents": 3, "document_max_tokens": 16, "context_tokens": 24,
@@ -243,8 +154,7 @@ def experiments(folder: Path) -> dict[str, dict]:
         },
         "verifiers": {
             "train": {"steps": 1, "lr": 5e-2},
-            "roles": {"proposer": {"prompt": p["vf_proposer.yaml"]},
-                      "solver": {"prompt": p["vf_solver.yaml"]}},
+            "roles": roles(p, proposer="vf_proposer", solver="vf_solver"),
             "verifiers": {"env": "selfplay.loops.verifiers.envs.propose_solve",
                           "args": {"num_tasks": 4, "bounds": [1, 12]}, "tasks_per_step": 2,
                           "group_size": 4, "eval_size": 0},
@@ -263,10 +173,7 @@ ONE_ADAPTER = {"azr"}  # Absolute Zero: one policy proposes and solves (the loop
 def folder(tmp_path_factory) -> Path:
     """Role prompts, the reward plug-in, and (built once, by the CLI) a five-topic corpus."""
     folder = tmp_path_factory.mktemp("learning")
-    for name, prompt in PROMPTS.items():
-        (folder / name).write_text(yaml.safe_dump(prompt))
-    (folder / "learning_rewards.py").write_text(REWARDS)
-    (folder / "ssp_targets.jsonl").write_text('{"answer": "Python"}\n{"answer": "Lambda"}\n')
+    tiny.write_inputs(folder, PROMPTS, "learning_rewards")
     return folder
 
 
@@ -274,18 +181,10 @@ def build_corpus(folder: Path) -> None:
     import os
     import subprocess
     import sys
-    from pydoc_data.topics import topics
-
     if (folder / "cache" / "corpora").exists():
         return
-    sources = folder / "docs"
-    sources.mkdir()
-    for name in ("while", "assert", "pass", "lambda", "for"):
-        (sources / f"{name}.txt").write_text(topics[name])
     env = {**os.environ, "WANDB_MODE": "disabled", "SELFPLAY_CACHE": str(folder / "cache")}
-    done = subprocess.run([sys.executable, "-m", "selfplay", "corpus", "build", "pydoc-few",
-                           str(sources), "--chunk-tokens", "64", "--overlap-tokens", "8",
-                           "--batch-size", "4", "--tokenizer", "embedding", "--quiet"],
+    done = subprocess.run([sys.executable, "-m", "selfplay", *tiny.corpus_build_args(folder)],
                           cwd=folder, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
 

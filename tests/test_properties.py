@@ -25,6 +25,14 @@ GAMES = {
 FAST = settings(max_examples=60, deadline=None)
 
 
+def for_every_game(**strategies):
+    """A property of every game: one test per game (``name``), each over FAST's examples of a
+    ``seed``, moves chosen by index (``choices``) and the ``strategies`` given."""
+    moves = st.lists(st.integers(0, 1000), min_size=1, max_size=strategies.pop("max_moves"))
+    drawn = given(seed=st.integers(0, 2**31 - 1), choices=moves, **strategies)
+    return lambda test: pytest.mark.parametrize("name", sorted(GAMES))(FAST(drawn(test)))
+
+
 def _play(game, choices: list[int]) -> list[tuple[int, str]]:
     """Legal moves picked by ``choices`` (cycled); negotiation, a free-form game, offers its
     example actions, which are valid by construction."""
@@ -52,13 +60,7 @@ def _assert_zero_sum_or_draw(game) -> None:
         assert outcome[game.winner] == 1.0 and outcome[1 - game.winner] == -1.0
 
 
-@pytest.mark.parametrize("name", sorted(GAMES))
-@FAST
-@given(
-    seed=st.integers(0, 2**31 - 1),
-    choices=st.lists(st.integers(0, 1000), min_size=1, max_size=60),
-    max_turns=st.integers(1, 60),
-)
+@for_every_game(max_moves=60, max_turns=st.integers(1, 60))
 def test_legal_play_ends_zero_sum_or_draw(name, seed, choices, max_turns):
     game = GAMES[name](max_turns)
     game.reset(seed)
@@ -85,14 +87,7 @@ JUNK = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(GAMES))
-@FAST
-@given(
-    seed=st.integers(0, 2**31 - 1),
-    choices=st.lists(st.integers(0, 1000), min_size=1, max_size=20),
-    invalid_at=st.integers(0, 12),
-    junk_index=st.integers(0, 100),
-)
+@for_every_game(max_moves=20, invalid_at=st.integers(0, 12), junk_index=st.integers(0, 100))
 def test_an_invalid_move_loses_for_the_mover(name, seed, choices, invalid_at, junk_index):
     game = GAMES[name](50)
     game.reset(seed)

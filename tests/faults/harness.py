@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from tests import nested
+
 STEPS = 3
 EXPERIMENT = {
     "name": "faults",
@@ -77,27 +79,20 @@ def essence(run_dir: Path) -> dict:
     return {"episodes": episodes, "metrics": metrics, "tasks": read_jsonl(run_dir / "tasks.jsonl")}
 
 
-def differences(expected, actual, where: str = "", rel: float = 0.0) -> list[str]:
+def differences(expected, actual, rel: float = 0.0) -> list[str]:
     """Where two essences differ. Exactly, floats included, unless ``rel`` says otherwise: a
     resumed run restores the weights, the optimizer's moments and every random state bit for
     bit, and does the same arithmetic in the same order on the same CPU."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        found = [f"{where}: keys {sorted(set(expected) ^ set(actual))}"] if set(expected) != set(
-            actual) else []
-        for key in sorted(set(expected) & set(actual)):
-            found += differences(expected[key], actual[key], f"{where}.{key}", rel)
-        return found
-    if isinstance(expected, list) and isinstance(actual, list):
-        if len(expected) != len(actual):
-            return [f"{where}: {len(expected)} items, now {len(actual)}"]
-        return [d for k, (e, a) in enumerate(zip(expected, actual, strict=True))
-                for d in differences(e, a, f"{where}[{k}]", rel)]
+    return nested.differences(expected, actual, lambda e, a, _: same_leaf(e, a, rel))
+
+
+def same_leaf(expected, actual, rel: float) -> bool:
     if isinstance(expected, float) and isinstance(actual, float):
         if math.isnan(expected) and math.isnan(actual):
-            return []
+            return True
         if rel and math.isclose(expected, actual, rel_tol=rel, abs_tol=1e-6):
-            return []
-    return [] if expected == actual else [f"{where}: {expected!r} → {actual!r}"]
+            return True
+    return expected == actual
 
 
 def assert_same_run(expected: dict, run_dir: Path, rel: float = 0.0) -> None:
@@ -176,6 +171,14 @@ def selfplay(*args: str) -> list[str]:
 def write_experiment(data: dict, path: Path) -> Path:
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+def launch(folder: Path) -> subprocess.Popen:
+    """``selfplay run`` of the test experiment (runs under ``folder/runs``) in a child process
+    of its own session (so ``stop`` with SIGKILL takes its children too)."""
+    path = write_experiment(experiment(folder, "runs"), folder / "exp.yaml")
+    return subprocess.Popen(selfplay("run", str(path)), env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def metric_steps(run_dir: Path | None) -> list[int]:

@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from selfplay.core.errors import RunStopped
@@ -30,11 +28,7 @@ def killed(tmp_path_factory) -> tuple:
     """``selfplay run`` killed with SIGKILL once step 1 is logged (so step 0's checkpoint is
     written), and the folder it ran in."""
     folder = tmp_path_factory.mktemp("killed")
-    data = harness.experiment(folder, "runs")
-    path = harness.write_experiment(data, folder / "exp.yaml")
-    process = subprocess.Popen(harness.selfplay("run", str(path)), env=harness.ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = harness.launch(folder)
     run_dir = harness.wait_for_rows(process, folder / "runs", 2)
     harness.stop(process)
     process.wait()

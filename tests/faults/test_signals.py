@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
 
 import pytest
 
@@ -99,11 +98,7 @@ def test_a_signal_from_outside_stops_the_command_in_one_line(tmp_path, uninterru
     """``selfplay run`` in a child process, signalled once its first step is logged: exit code
     128 + the signal, one line, no traceback; the run then resumes as if uninterrupted."""
     signum = signal.Signals[name]
-    data = harness.experiment(tmp_path, "runs")
-    path = harness.write_experiment(data, tmp_path / "exp.yaml")
-    process = subprocess.Popen(harness.selfplay("run", str(path)), env=harness.ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = harness.launch(tmp_path)
     run_dir = harness.wait_for_rows(process, tmp_path / "runs", 1)
     harness.stop(process, signum)
     _, err = process.communicate(timeout=600)
