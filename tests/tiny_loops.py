@@ -39,12 +39,9 @@ CORPUS_TOPICS = ("while", "assert", "pass", "lambda", "for")
 
 def azr_roles(prompts: dict[str, str]) -> dict[str, dict]:
     """AZR's six roles (three proposers, three solvers) on the prompt files ``prompts`` holds."""
-    return {"propose_deduction": {"prompt": prompts["azr_propose.yaml"]},
-            "propose_abduction": {"prompt": prompts["azr_propose.yaml"]},
-            "propose_induction": {"prompt": prompts["azr_inputs.yaml"]},
-            "solve_deduction": {"prompt": prompts["azr_solve_o.yaml"]},
-            "solve_abduction": {"prompt": prompts["azr_solve_i.yaml"]},
-            "solve_induction": {"prompt": prompts["azr_solve_f.yaml"]}}
+    return roles(prompts, propose_deduction="azr_propose", propose_abduction="azr_propose",
+                 propose_induction="azr_inputs", solve_deduction="azr_solve_o",
+                 solve_abduction="azr_solve_i", solve_induction="azr_solve_f")
 
 
 def azr_settings(**changes) -> dict:
