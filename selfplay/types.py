@@ -31,6 +31,9 @@ class Request:
     ``adapter`` names the LoRA adapter that serves this role ("shared" when roles share weights).
     ``prefill`` starts the assistant's reply after the chat template's generation prompt: the
     model continues it, and the completion holds only what the model wrote (messages only).
+    ``reference_ids``: token ids to score after the prompt as well, without changing what is
+    generated (the hf engine scores them on the generation's own prefill; the completion's
+    ``reference_logprobs``; an engine that cannot leaves those None).
     """
 
     role: str
@@ -39,6 +42,7 @@ class Request:
     adapter: str = "shared"
     sampling: SamplingParams = field(default_factory=SamplingParams)
     prefill: str = ""
+    reference_ids: list[int] | None = None
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt_ids is None):
@@ -59,6 +63,9 @@ class Completion:
     stop_string: str | None = None  # the stop string that ended generation, if any
     policy_version: int | None = None  # weights version that sampled it (set by the scheduler)
     prefill: str = ""  # the request's start of the reply, which the model continued
+    # log π(token | prompt, the tokens before it) of the request's reference_ids; None: not asked,
+    # or the engine does not score them with generation
+    reference_logprobs: list[float] | None = None
 
     @property
     def reply(self) -> str:

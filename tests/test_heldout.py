@@ -3,6 +3,9 @@
 - the engine scores a batch of given replies as it scores them one by one, and as it reported
   them when it generated them (left padding and masking change nothing);
 - the reference answer's log-prob is the score of ``answer}`` after the prompt and ``\\boxed{``;
+- scored on the greedy answers' own prefill it is the same number, the answers are the same, and
+  no second pass over the prompts is made; an engine that does not score with generation gets
+  the second pass;
 - the base model's key ignores the seed exactly when answers are greedy only;
 - pass@k from the records is the unbiased estimator; scores come in suite order;
 - a tiny run's base model and archived step give one record per problem, with every measure.
@@ -14,12 +17,13 @@ import asyncio
 
 import pytest
 
-from selfplay.evaluation.evaluate import Problem
+from selfplay.evaluation.evaluate import Problem, _run_setting
 from selfplay.evaluation.heldout import (
     Measures,
     base_key,
     common_ids,
     evaluate_snapshot,
+    greedy_answers,
     reference_logprobs,
     scores,
     summary,
@@ -80,6 +84,68 @@ def test_the_reference_logprob_is_the_score_of_the_boxed_answer(engine):
         (by_hand,) = engine.score([request], [ids])
         assert tokens == len(ids) and mean == pytest.approx(sum(by_hand) / len(ids), abs=1e-4)
     asyncio.run(asyncio.sleep(0))
+
+
+def test_generation_scores_references_as_score_does_and_generates_the_same(engine):
+    """Per token within 2e-5: the two paths differ in batch shapes only (float32 sums in
+    another order, ~1e-6 here); a reference scored one position off differs by ~2e-4 even on
+    the tiny random model, whose attention is nearly uniform. The greedy tokens and their
+    log-probs do not change: the references leave the cache as they came."""
+    asked = requests(5)
+    plain = engine.generate(asked)
+    for i, request in enumerate(asked):
+        request.reference_ids = [5, 6, 7, 8, 9][: i + 1]
+    scored = engine.generate(asked)
+    for request, before, after in zip(asked, plain, scored, strict=True):
+        assert after.token_ids == before.token_ids
+        assert after.logprobs == pytest.approx(before.logprobs, abs=2e-5)
+        assert before.reference_logprobs is None
+        (alone,) = engine.score([request], [request.reference_ids])
+        assert after.reference_logprobs == pytest.approx(alone, abs=2e-5)
+
+
+class _Model:  # what the evaluation reads of a RunModel
+    def __init__(self, engine):
+        from selfplay.engines.policy import BatchingPolicy
+
+        self.engine, self.policy = engine, BatchingPolicy(engine)
+
+
+PROBLEMS = [Problem("What is 2+2?", "4", "f"), Problem("Name 12 × 3.", " 36 ", "g"),
+            Problem("Sort: b a c", "a, b, c", "h"), Problem("7 - 9 =", "-2", "f")]
+
+
+def test_the_reference_scored_on_the_greedy_prefill_is_the_separate_pass(engine):
+    """Same answers, and each reference's mean log-prob within 1e-4 of its own pass (float32
+    sums over other batch shapes); the engine scored only the references' tokens, never the
+    prompts again (its score pass did not run)."""
+    model, measures = _Model(engine), Measures("s", len(PROBLEMS), tokens=5)
+    separate = reference_logprobs(model, "shared", PROBLEMS)
+    alone = asyncio.run(_run_setting(model, PROBLEMS, 1, 0.0, 5, None, "shared", 0))
+    before = engine.stats["score_tokens"], engine.stats["reference_tokens"]
+    answers, likelihood = greedy_answers(model, "shared", PROBLEMS, measures, 0)
+    assert engine.stats["score_tokens"] == before[0]
+    assert engine.stats["reference_tokens"] > before[1]
+    assert [a["answer"] for a in answers] == [a[0]["answer"] for a in alone]
+    for (mean, tokens), (want, want_tokens) in zip(likelihood, separate, strict=True):
+        assert tokens == want_tokens and mean == pytest.approx(want, abs=1e-4)
+
+
+def test_an_engine_that_scores_no_references_gets_the_separate_pass(engine, monkeypatch):
+    model, measures = _Model(engine), Measures("s", len(PROBLEMS), tokens=5)
+    separate = reference_logprobs(model, "shared", PROBLEMS)
+    generate = engine.generate
+
+    def without_references(requests):
+        completions = generate(requests)
+        for completion in completions:
+            completion.reference_logprobs = None
+        return completions
+
+    monkeypatch.setattr(engine, "generate", without_references)
+    _, likelihood = greedy_answers(model, "shared", PROBLEMS, measures, 0)
+    assert [t for _, t in likelihood] == [t for _, t in separate]
+    assert [m for m, _ in likelihood] == pytest.approx([m for m, _ in separate], abs=1e-4)
 
 
 def test_the_base_key_depends_on_the_seed_only_when_answers_are_sampled(tmp_path):

@@ -112,6 +112,11 @@ class PreallocatedLayer(DynamicLayer):
     def get_seq_length(self) -> int:
         return self.length
 
+    def truncate(self, length: int) -> None:
+        """Forget every slot from ``length`` on (they are written over by the next update)."""
+        self.length = min(self.length, length)
+        self.keys, self.values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
+
     def reset(self) -> None:
         super().reset()  # drops the views and marks the layer uninitialized
         self.length = 0

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -90,6 +90,8 @@ class _Row:
     logprobs: list[float]
     finish_reason: str | None = None
     stop_string: str | None = None
+    reference: list[int] = field(default_factory=list)  # token ids scored after the prompt
+    reference_logprobs: list[float] | None = None
 
 
 class HFEngine(Engine):
@@ -258,6 +260,7 @@ class HFEngine(Engine):
             stop=tuple(sampling.stop),
             tokens=[],
             logprobs=[],
+            reference=list(request.reference_ids or []),
         )
 
     def _completion(self, row: _Row) -> Completion:
@@ -268,6 +271,7 @@ class HFEngine(Engine):
             logprobs=row.logprobs,
             finish_reason=row.finish_reason or "length",
             stop_string=row.stop_string,
+            reference_logprobs=row.reference_logprobs,
         )
 
     def _route_rows(self, names: list[str]) -> bool:
@@ -320,6 +324,8 @@ class HFEngine(Engine):
         self.stats["prompt_tokens"] += sum(len(row.prompt_ids) for row in rows)
         started = time.perf_counter()
         prefill = self._prefill(rows, routed, routing)
+        if any(row.reference for row in rows):
+            self._score_references(rows, prefill, routing)
         decoding = time.perf_counter()
         self._decode(rows, prefill, routing)
         self.stats["prefill_seconds"] += decoding - started
@@ -329,7 +335,8 @@ class HFEngine(Engine):
         """Run the prompts through the model; with a prefix store, each group of rows sharing a
         prefix gets its keys/values computed once (or found stored) and prefills its suffixes."""
         prompts = [row.prompt_ids for row in rows]
-        decode_tokens = max(row.max_new_tokens for row in rows)
+        # room after the prompts for the longest completion, and for the references scored first
+        decode_tokens = max(max(row.max_new_tokens, len(row.reference)) for row in rows)
         if self.prefix_store is None:
             return self._forward_new([None] * len(rows), prompts, decode_tokens, routing)
         groups = group_by_prefix([row.adapter for row in rows], prompts, MIN_SHARED_PREFIX)
@@ -421,6 +428,38 @@ class HFEngine(Engine):
             ],
             width=past_width + new_width,
         )
+
+    def _score_references(self, rows: list[_Row], prefill: _Prefill, routing: dict) -> None:
+        """Each row's reference tokens scored on the prompts' keys/values just computed, then
+        taken out of the cache again: the references cost their own tokens, not a second pass
+        over the prompts, and generation continues from the prompts as if they had not been
+        there (the slots they used are written over by the first decode steps)."""
+        width, longest = prefill.width, max(len(row.reference) for row in rows)
+        input_ids = torch.full((len(rows), longest), self.pad_id, dtype=torch.long)
+        attention = prefill.attention[:, : width + longest].clone()
+        for i, row in enumerate(rows):
+            input_ids[i, : len(row.reference)] = torch.tensor(row.reference, dtype=torch.long)
+            attention[i, width + len(row.reference) :] = 0  # right pads, after every real token
+        positions = torch.tensor([len(row.prompt_ids) for row in rows])[:, None]
+        out = self.model(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention,
+            position_ids=(positions + torch.arange(longest)).to(self.device),
+            past_key_values=prefill.cache,
+            use_cache=True,
+            **routing,
+        )
+        for layer in prefill.cache.layers:
+            layer.truncate(width)
+        # the prompt's last position predicts the first reference token, position j the (j+1)-th
+        first = torch.log_softmax(prefill.logits.float(), -1)
+        rest = torch.log_softmax(out.logits.float(), -1)
+        for i, row in enumerate(rows):
+            if row.reference:
+                tokens = row.reference
+                row.reference_logprobs = [float(first[i, tokens[0]])] + [
+                    float(rest[i, j - 1, tokens[j]]) for j in range(1, len(tokens))]
+        self.stats["reference_tokens"] += sum(len(row.reference) for row in rows)
 
     def _decode(self, rows: list[_Row], prefill: _Prefill, routing: dict) -> None:
         """Sample token after token; finished rows leave the batch and its cache at once."""

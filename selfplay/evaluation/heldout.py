@@ -28,14 +28,22 @@ import json
 import os
 import resource
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from roles import load_role
 from selfplay.core.errors import UserError
-from selfplay.evaluation.evaluate import Problem, _run_setting, load_suite, solver_role
+from selfplay.engines.base import encode_request
+from selfplay.evaluation.evaluate import (
+    Problem,
+    _run_setting,
+    grade,
+    load_suite,
+    solver_role,
+)
+from selfplay.loops.base import prompt_request
 from selfplay.stats.passk import pass_at_k
-from selfplay.types import Request
+from selfplay.types import Request, SamplingParams
 
 PROMPT = "solver_terse"  # the prompt every loop is evaluated with (its answer is \boxed{...})
 REFERENCE_PREFIX = "\\boxed{"
@@ -100,8 +108,33 @@ def base_key(config, measures: Measures, seed: int) -> str:
 
 
 # ------------------------------------------------------------------ one evaluation
+def _requests(problems: list[Problem], adapter: str, tokens: int, seed: int) -> list[Request]:
+    """The greedy answers' requests: the evaluation prompt, as ``_run_setting`` makes them."""
+    prompt = load_role(PROMPT)
+    return [prompt_request(prompt, "eval", adapter,
+                           SamplingParams(temperature=0.0, max_new_tokens=tokens,
+                                          seed=seed + 1000 * index), question=problem.question)
+            for index, problem in enumerate(problems)]
+
+
+def reference_ids(tokenizer, request: Request, problem: Problem) -> tuple[list[int], int] | None:
+    """The tokens the likelihood measure reads after the greedy request's prompt, ``\\boxed{``
+    then ``answer}``, and how many of them lead (``\\boxed{``, not scored); None where the
+    prompt's tokens are not the start of the prompt-and-prefix's (the tokenizer merged across
+    the join), so scoring them after the prompt would not be the measure."""
+    prompt = encode_request(tokenizer, request)
+    with_prefix = encode_request(tokenizer, replace(request, prefill=REFERENCE_PREFIX))
+    if with_prefix[: len(prompt)] != prompt:
+        return None
+    lead = with_prefix[len(prompt):]
+    answer = tokenizer(problem.answer.strip() + "}", add_special_tokens=False).input_ids
+    return lead + answer, len(lead)
+
+
 def reference_logprobs(model, adapter: str, problems: list[Problem]) -> list[tuple[float, int]]:
-    """(mean log-prob per token, tokens) of each problem's reference answer after its prompt."""
+    """(mean log-prob per token, tokens) of each problem's reference answer after its prompt
+    and ``\\boxed{``: a forward pass of its own (``greedy_answers`` scores it on the greedy
+    answer's prefill where the engine can)."""
     prompt = load_role(PROMPT)
     requests = [Request(role="eval", messages=prompt.render(question=p.question),
                         adapter=adapter, prefill=REFERENCE_PREFIX) for p in problems]
@@ -112,17 +145,48 @@ def reference_logprobs(model, adapter: str, problems: list[Problem]) -> list[tup
     return [(sum(lp) / len(lp), len(lp)) for lp in scored]
 
 
+def greedy_answers(model, adapter: str, problems: list[Problem], measures: Measures,
+                   seed: int) -> tuple[list[dict], list[tuple[float, int]] | None]:
+    """Each problem's greedy answer, graded, and with ``measures.likelihood`` the reference's
+    (mean log-prob per token, tokens): scored on the greedy answer's own prefill (the hf
+    engine; one pass over the prompts, not two), else by ``reference_logprobs``'s pass."""
+    requests = _requests(problems, adapter, measures.tokens, seed)
+    leads: list[int | None] = [None] * len(problems)
+    if measures.likelihood:
+        for index, (request, problem) in enumerate(zip(requests, problems, strict=True)):
+            found = reference_ids(model.engine.tokenizer, request, problem)
+            if found is not None:
+                request.reference_ids, leads[index] = found
+    completions = asyncio.run(model.policy.gather(model.policy(r) for r in requests))
+    answers = []
+    for completion, problem in zip(completions, problems, strict=True):
+        answer, correct = grade(completion.reply, problem)
+        answers.append({"answer": answer, "correct": correct})
+    if not measures.likelihood:
+        return answers, None
+    likelihood: list[tuple[float, int] | None] = [None] * len(problems)
+    for index, (completion, lead) in enumerate(zip(completions, leads, strict=True)):
+        if lead is not None and completion.reference_logprobs is not None:
+            scored = completion.reference_logprobs[lead:]
+            likelihood[index] = (sum(scored) / len(scored), len(scored))
+    missing = [i for i, found in enumerate(likelihood) if found is None]
+    if missing:  # an engine that scores no references with generation, or a merged join
+        for i, found in zip(missing, reference_logprobs(model, adapter,
+                                                        [problems[i] for i in missing]),
+                            strict=True):
+            likelihood[i] = found
+    return answers, likelihood  # type: ignore[return-value]
+
+
 def answer_records(model, adapter: str, problems: list[Problem], measures: Measures,
                    seed: int) -> list[dict]:
     """One record per problem: greedy correctness, sampled counts, the reference's log-prob."""
-    greedy = asyncio.run(_run_setting(model, problems, 1, 0.0, measures.tokens, None, adapter,
-                                      seed))
+    greedy, likelihood = greedy_answers(model, adapter, problems, measures, seed)
     sampled = (asyncio.run(_run_setting(model, problems, measures.samples, 1.0, measures.tokens,
                                         None, adapter, seed)) if measures.samples else None)
-    likelihood = reference_logprobs(model, adapter, problems) if measures.likelihood else None
     records, seen = [], {}
     for index, problem in enumerate(problems):
-        answer = greedy[index][0]
+        answer = greedy[index]
         place = seen[problem.family] = seen.get(problem.family, -1) + 1
         record = {"id": f"{problem.family}/{place}", "index": index, "family": problem.family,
                   "greedy": int(answer["correct"]), "answer": answer["answer"]}
