@@ -16,7 +16,9 @@ MEASURED = "2026-11-26 at load 3-5 on 2 cores, docs/data/compare-2026-11-26.json
 # stops after the step that reaches the budget, so it spends about half a step more)
 RUNS: dict[str, tuple[float, float, float]] = {
     "rlvr-curriculum-cpu": (25.4, 30.5, 552),
-    "spiral-kuhn-cpu": (20.6, 89.8, 366),
+    # measured as spiral-kuhn-cpu, which then played free text; that experiment is now
+    # spiral-kuhn-text-cpu (spiral-kuhn-cpu plays scored moves, which generate no tokens)
+    "spiral-kuhn-text-cpu": (20.6, 89.8, 366),
     "agent0-cpu": (37.1, 30.3, 1061),
     "spice-cpu": (19.0, 41.0, 731),
     "azr-cpu": (20.6, 33.0, 1558),
