@@ -232,6 +232,7 @@ def test_a_second_invocation_skips_finished_work_and_redoes_a_missing_evaluation
 @pytest.mark.parametrize(("change", "message"), [
     ("unknown", "unknown experiment"),
     ("full", "needs train.finetune: lora"),
+    ("scored", "spiral.action is scored: its moves are scored, not generated"),
     ("elsewhere", "nope is not one of the experiments compared"),
     ("points", "--points 2: a learning curve needs at least 3 evaluation points"),
     ("small", "a gain of 0.05 needs 626 problems: --suite-size 626"),
@@ -248,6 +249,8 @@ def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, capsys, change, me
         data = yaml.safe_load(Path(paths[1]).read_text())
         data["train"]["finetune"] = "full"
         Path(paths[1]).write_text(yaml.safe_dump(data))
+    elif change == "scored":  # scored moves generate no tokens: the budget would never bind
+        extra = ["--set", f"{paths[1]}:spiral.action=scored"]
     elif change == "elsewhere":
         extra = ["--set", "nope:train.lr=1"]
     elif change == "points":

@@ -168,6 +168,11 @@ def check_arm(experiment: str, spec: CompareSpec) -> Arm:
         raise UserError(f"{experiment}: train.finetune is {configs[0].train.finetune}; compare "
                         "evaluates the base model as the run's step-0 LoRA adapters, so it needs "
                         "train.finetune: lora")
+    if getattr(configs[0].settings, "action", "text") == "scored":
+        raise UserError(f"{experiment}: spiral.action is scored: its moves are scored, not "
+                        "generated, so a budget of generated tokens never ends its runs; compare "
+                        "the free-text form (spiral-kuhn-text-cpu, or --set "
+                        f"{experiment}:spiral.action=text)")
     for entry, config in zip(entries, configs, strict=True):  # seeds first_seed.. on
         entry["seed"] += spec.first_seed
         entry["folder"] = f"base-seed{entry['seed']}"
