@@ -288,6 +288,22 @@ def test_plan_prints_the_mde_and_the_cpu_time(tmp_path, capsys, tiny_model_path)
     assert "base accuracy 0.000 (measured: 4 problems greedy" in said
     assert "evaluations: 1 of the base model" in said  # greedy: one for every seed
     assert not (tmp_path / "runs").exists()
+    # a budget its train.steps cannot reach (4 steps of the dearest shipped loop's 1,558
+    # tokens): the run is costed at its steps, and the plan says how many steps would reach it
+    assert main([*args[:6], "60000", *args[7:], "--base-accuracy", "0.25"]) == 0
+    said = capsys.readouterr().out
+    assert "tiny-rlvr: 3 ×" in said and "6,232 tokens, its 4 steps of 1558" in said
+    assert ("warning: tiny-rlvr stops at train.steps 4, before the budget (6,232 of 60,000 "
+            "tokens): --set tiny-rlvr:train.steps=39 lets it spend the budget") in said
+
+
+def test_a_run_is_costed_at_the_budget_or_at_its_steps_whichever_ends_it():
+    from selfplay.evaluation.compare_plan import RunCost
+
+    cost = RunCost(25.0, 30.5, "shipped", 552)  # rlvr-curriculum-cpu's
+    assert cost.tokens(4000) == cost.tokens(4000, 20) == 4276  # the budget and half a step
+    assert cost.tokens(4000, 6) == 3312  # its 6 steps end it first
+    assert cost.cpu(4000, 6) == pytest.approx(25.0 + 30.5 * 3.312)
 
 
 def test_curve_points_exploitability_and_fit_from_synthetic_runs(tmp_path):

@@ -45,11 +45,16 @@ class RunCost:
     source: str
     step_tokens: float = 0.0  # generated tokens a step: a run overshoots its budget by ~half
 
-    def tokens(self, budget: int) -> float:
-        return budget + self.step_tokens / 2
+    def tokens(self, budget: int, steps: int | None = None) -> float:
+        """What a run spends: the budget and half a step, or less where its ``train.steps``
+        (an upper bound under a budget) end it first."""
+        spent = budget + self.step_tokens / 2
+        if steps is not None and self.step_tokens:
+            spent = min(spent, steps * self.step_tokens)
+        return spent
 
-    def cpu(self, budget: int) -> float:
-        return self.overhead + self.per_1k * self.tokens(budget) / 1000
+    def cpu(self, budget: int, steps: int | None = None) -> float:
+        return self.overhead + self.per_1k * self.tokens(budget, steps) / 1000
 
 
 def costs_from_folder(folder: Path) -> tuple[dict[str, RunCost], dict | None]:
@@ -204,7 +209,8 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
         evaluation = {"load": costs.EVALUATION[0], "per_problem": costs.EVALUATION[1],
                       "source": f"shipped ({costs.EVALUATION_MEASURED})"}
     run_costs = {arm.name: run_cost(arm.name, measured) for arm in arms}
-    runs_cpu = sum(spec.seeds * c.cpu(spec.budget) for c in run_costs.values())
+    steps = {arm.name: arm.configs[0].train.steps for arm in arms}
+    runs_cpu = sum(spec.seeds * c.cpu(spec.budget, steps[name]) for name, c in run_costs.items())
     keys = {base_key(config, spec.measures, config.seed) for arm in arms for config in arm.configs}
     runs = len(arms) * spec.seeds
     curve = min(spec.curve_size, problems)
@@ -215,10 +221,19 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
     total = runs_cpu + eval_cpu
     lines = ["CPU time, run by run (overhead + rate × tokens; wall ≈ CPU on a quiet machine):"]
     for name, cost in run_costs.items():
-        lines.append(f"  {name}: {spec.seeds} × {cost.cpu(spec.budget):.0f} s "
+        tokens = cost.tokens(spec.budget, steps[name])
+        short = tokens < spec.budget
+        lines.append(f"  {name}: {spec.seeds} × {cost.cpu(spec.budget, steps[name]):.0f} s "
                      f"({cost.overhead:.0f} s + {cost.per_1k:.1f} s per 1k tokens × "
-                     f"{cost.tokens(spec.budget):,.0f} tokens, the budget and half a step of "
-                     f"{cost.step_tokens:.0f}; {cost.source})")
+                     f"{tokens:,.0f} tokens, "
+                     + (f"its {steps[name]} steps of {cost.step_tokens:.0f}" if short else
+                        f"the budget and half a step of {cost.step_tokens:.0f}")
+                     + f"; {cost.source})")
+        if short:  # train.steps bounds a run under a budget: it would stop short of it
+            needed = math.ceil(spec.budget / cost.step_tokens)
+            lines.append(f"  warning: {name} stops at train.steps {steps[name]}, before the "
+                         f"budget ({tokens:,.0f} of {spec.budget:,} tokens): --set "
+                         f"{name}:train.steps={needed} lets it spend the budget")
     lines.append(f"evaluations: {len(keys)} of the base model (shared by every run with its "
                  f"model and seed) + {runs} runs × {spec.points} points = {evaluations}: the "
                  f"base models and last points on {problems} problems, {one:.0f} CPU s each, "
