@@ -147,7 +147,7 @@ def reference_logprobs(model, adapter: str, problems: list[Problem]) -> list[tup
 
 def greedy_answers(model, adapter: str, problems: list[Problem], measures: Measures,
                    seed: int) -> tuple[list[dict], list[tuple[float, int]] | None]:
-    """Each problem's greedy answer, graded, and with ``measures.likelihood`` the reference's
+    """Each problem's greedy answer, graded, and with the likelihood measure on, the reference's
     (mean log-prob per token, tokens): scored on the greedy answer's own prefill (the hf
     engine; one pass over the prompts, not two), else by ``reference_logprobs``'s pass."""
     requests = _requests(problems, adapter, measures.tokens, seed)
