@@ -56,6 +56,7 @@ from selfplay.evaluation.heldout import (
     problems_for,
     record_evaluation,
 )
+from selfplay.loops.spiral.settings import SpiralSettings
 from selfplay.running import sweep as sweeps
 from selfplay.running.tracking import console
 from selfplay.stats.power import ALPHA, POWER, flip_rate, mcnemar_mde, mcnemar_sample_size
@@ -168,7 +169,8 @@ def check_arm(experiment: str, spec: CompareSpec) -> Arm:
         raise UserError(f"{experiment}: train.finetune is {configs[0].train.finetune}; compare "
                         "evaluates the base model as the run's step-0 LoRA adapters, so it needs "
                         "train.finetune: lora")
-    if getattr(configs[0].settings, "action", "text") == "scored":
+    settings = configs[0].settings
+    if isinstance(settings, SpiralSettings) and settings.action == "scored":
         raise UserError(f"{experiment}: spiral.action is scored: its moves are scored, not "
                         "generated, so a budget of generated tokens never ends its runs; compare "
                         "the free-text form (spiral-kuhn-text-cpu, or --set "
