@@ -160,15 +160,30 @@ def grade_answer(text: str, entry: dict, dataset, lenient: bool = False) -> dict
     Returns answer, boxed, score (the verifier's, in [0, 1]) and correct (score 1).
     """
     answer, boxed = extract_answer(text, lenient=lenient)
-    score = 0.0
-    if answer is not None:
-        try:
-            score = float(dataset.score_answer(answer, entry))
-        except Exception:  # a verifier that chokes on odd model output scores it 0
-            score = 0.0
-        if score < 1.0 and answers_equal(answer, str(entry["answer"])):
-            score = 1.0
+    score = score_extracted(answer, entry, dataset)
     return {"answer": answer, "boxed": boxed, "score": score, "correct": score >= 1.0}
+
+
+# a reference that is one number (or a number with a decimal part): its value is the answer
+_PLAIN_NUMBER = re.compile(r"^\s*-?\d+(?:\.\d+)?\s*$")
+
+
+def score_extracted(answer: str | None, entry: dict, dataset) -> float:
+    """The verifier's score of an extracted answer, raised to 1 where Math-Verify finds it
+    equal to a reference that is a plain number ("4.0" for "4"). Not for a reference whose form
+    is the answer: Math-Verify evaluates "3 × 11" and "6/8" to values, so "33" would pass for
+    the prime factorization "3 × 11" and "6/8" for the simplified "3/4"; the verifier judges
+    those (it gives them partial credit, which is not correct)."""
+    if answer is None:
+        return 0.0
+    try:
+        score = float(dataset.score_answer(answer, entry))
+    except Exception:  # a verifier that chokes on odd model output scores it 0
+        score = 0.0
+    reference = str(entry["answer"])
+    if score < 1.0 and _PLAIN_NUMBER.match(reference) and answers_equal(answer, reference):
+        score = 1.0
+    return score
 
 
 # ---------------------------------------------------------------------- typed answers

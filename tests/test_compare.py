@@ -356,3 +356,26 @@ def test_the_page_opens_in_chromium_with_its_plots(compared):
         assert browser.evaluate("Math.min(...Array.from(document.images)"
                                 ".map(i => i.naturalWidth))") > 100
         assert browser.errors == []
+
+
+def test_regrade_grades_every_record_again_from_its_answer_into_a_copy(compared, tmp_path):
+    """A record whose grade disagrees with its extracted answer (planted: flipped) is graded
+    again; the others stay; the comparison's own folder is left as it was."""
+    from selfplay.evaluation.heldout import read_records
+    from selfplay.evaluation.regrade import main as regrade
+
+    _, out = compared
+    row = rows(out / EVALUATIONS)[0]
+    records = read_records(out / row["records"])
+    original = (out / row["records"]).read_text()
+    planted = [dict(r) for r in records]
+    planted[0]["greedy"] = 1 - planted[0]["greedy"]
+    (out / row["records"]).write_text("".join(json.dumps(r) + "\n" for r in planted))
+    try:
+        assert regrade([str(out), str(tmp_path / "again")]) == 0
+    finally:
+        (out / row["records"]).write_text(original)
+    again = read_records(tmp_path / "again" / row["records"])
+    assert [r["greedy"] for r in again] == [r["greedy"] for r in records]
+    assert (tmp_path / "again" / "results.md").is_file()
+    assert regrade([str(out), str(tmp_path / "again")]) == 2  # the copy exists: one line

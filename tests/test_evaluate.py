@@ -159,3 +159,26 @@ def test_cli_refuses_pass_at_k_above_the_samples(tmp_path, capsys, k):
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pass@k needs 1 <= k <= --samples (2)" in err[0]
+
+
+@pytest.mark.parametrize(("family", "item", "reply", "correct"), [
+    ("prime_factorization", 1, "\\boxed{33}", False),  # the number restated: not its factors
+    ("prime_factorization", 1, "\\boxed{3 × 11}", True),
+    ("fraction_simplification", 0, "\\boxed{12/14}", False),  # equal in value, not simplified
+    ("basic_arithmetic", 0, "\\boxed{4.0}", True),  # a plain number: Math-Verify's value
+])
+def test_math_verify_raises_only_a_plain_number_reference(family, item, reply, correct):
+    """Math-Verify evaluates "3 × 11" to 33 and "6/7" to a value: for a reference whose form is
+    the answer, the family's verifier decides (before the fix, "33" counted as the prime
+    factorization of 33: the compare suite's base accuracy on that family was 0.867)."""
+    import reasoning_gym
+
+    from curricula.answers import grade_answer
+    from selfplay.evaluation.evaluate import COMPARE_FAMILIES, SUITE_SEED
+
+    index = list(COMPARE_FAMILIES).index(family)
+    dataset = reasoning_gym.create_dataset(family, size=4, seed=SUITE_SEED + index,
+                                           **COMPARE_FAMILIES[family])
+    entry = list(dataset)[item]
+    assert entry["answer"] in ("3 × 11", "6/7", "4")
+    assert grade_answer(reply, entry, dataset, lenient=True)["correct"] is correct
