@@ -178,17 +178,26 @@ def greedy_answers(model, adapter: str, problems: list[Problem], measures: Measu
     return answers, likelihood  # type: ignore[return-value]
 
 
+def problem_ids(problems: list[Problem]) -> list[str]:
+    """Each problem's record id, ``<family>/<k>``: its place among its family's problems."""
+    ids, seen = [], {}
+    for problem in problems:
+        place = seen[problem.family] = seen.get(problem.family, -1) + 1
+        ids.append(f"{problem.family}/{place}")
+    return ids
+
+
 def answer_records(model, adapter: str, problems: list[Problem], measures: Measures,
                    seed: int) -> list[dict]:
     """One record per problem: greedy correctness, sampled counts, the reference's log-prob."""
     greedy, likelihood = greedy_answers(model, adapter, problems, measures, seed)
     sampled = (asyncio.run(_run_setting(model, problems, measures.samples, 1.0, measures.tokens,
                                         None, adapter, seed)) if measures.samples else None)
-    records, seen = [], {}
-    for index, problem in enumerate(problems):
+    records = []
+    for index, (problem, problem_id) in enumerate(zip(problems, problem_ids(problems),
+                                                      strict=True)):
         answer = greedy[index]
-        place = seen[problem.family] = seen.get(problem.family, -1) + 1
-        record = {"id": f"{problem.family}/{place}", "index": index, "family": problem.family,
+        record = {"id": problem_id, "index": index, "family": problem.family,
                   "greedy": int(answer["correct"]), "answer": answer["answer"]}
         if sampled is not None:
             record |= {"n": len(sampled[index]), "c": sum(a["correct"] for a in sampled[index])}

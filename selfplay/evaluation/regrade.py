@@ -20,23 +20,21 @@ from pathlib import Path
 
 from curricula.answers import score_extracted
 from selfplay.core.errors import UserError
+from selfplay.evaluation.compare import measures_of
 from selfplay.evaluation.compare_page import read_compare, summarize, write_results
 from selfplay.evaluation.evaluate import Problem, load_suite
-from selfplay.evaluation.heldout import Measures, read_records, summary, write_records
+from selfplay.evaluation.heldout import problem_ids, read_records, summary, write_records
 
 ROWS = "evaluations.jsonl"
 
 
 def problems_by_id(suite: str, size: int) -> dict[str, Problem]:
     """The suite's problems by record id, ``<family>/<k>`` (k: the place among its family's)."""
-    by_id, seen = {}, {}
-    for problem in load_suite(suite, None, size):
-        if problem.entry is None:
-            raise UserError(f"suite {suite}: its problems have no reasoning-gym verifier to "
-                            "grade again with")
-        place = seen[problem.family] = seen.get(problem.family, -1) + 1
-        by_id[f"{problem.family}/{place}"] = problem
-    return by_id
+    problems = load_suite(suite, None, size)
+    if any(problem.entry is None for problem in problems):
+        raise UserError(f"suite {suite}: its problems have no reasoning-gym verifier to grade "
+                        "again with")
+    return dict(zip(problem_ids(problems), problems, strict=True))
 
 
 def regrade_records(records: list[dict], problems: dict[str, Problem]) -> int:
@@ -57,8 +55,7 @@ def regrade(folder: Path, out: Path) -> tuple[int, int]:
         raise UserError(f"{out} exists; give a new folder")
     problems = problems_by_id(manifest["suite"], manifest["suite_size"])
     shutil.copytree(folder, out, ignore=shutil.ignore_patterns("checkpoints"))
-    measures = Measures(manifest["suite"], manifest["suite_size"], manifest["samples"],
-                        manifest["eval_tokens"], manifest["likelihood"])
+    measures = measures_of(manifest)
     rows, total, changed = [], 0, 0
     for line in (out / ROWS).read_text().splitlines():
         if not line.strip():
