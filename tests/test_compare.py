@@ -379,3 +379,37 @@ def test_regrade_grades_every_record_again_from_its_answer_into_a_copy(compared,
     assert [r["greedy"] for r in again] == [r["greedy"] for r in records]
     assert (tmp_path / "again" / "results.md").is_file()
     assert regrade([str(out), str(tmp_path / "again")]) == 2  # the copy exists: one line
+
+
+def test_more_experiments_join_a_finished_comparison_and_reuse_its_base(compared, tmp_path,
+                                                                         capsys):
+    """The command that made a comparison, with an experiment added after its own, runs and
+    evaluates only the new experiment's runs (their base evaluation reused), and the table holds
+    all three; the experiments in another order are refused in one line."""
+    paths, out = compared
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    extra = yaml.safe_load(Path(paths[0]).read_text()) | {"name": "tiny-rlvr-b"}
+    extra["train"] = extra["train"] | {"lr": 2e-2}
+    extra_path = tmp_path / "tiny-rlvr-b.yaml"
+    extra_path.write_text(yaml.safe_dump(extra))
+    runs = list(copy.glob("*/base-seed*/metrics.jsonl"))
+    before_runs = {p: p.stat().st_mtime_ns for p in runs}
+    before = rows(copy / EVALUATIONS)
+    compare(spec([*paths, str(extra_path)]), copy, processes=False)
+    assert "added tiny-rlvr-b" in " ".join(capsys.readouterr().err.split())
+    after = rows(copy / EVALUATIONS)
+    assert after[:len(before)] == before and {p: p.stat().st_mtime_ns for p in runs} == before_runs
+    added = after[len(before):]
+    # its 2 seeds' 3 points each, and no base evaluation: the one there is reused
+    assert [(r["experiment"], r["which"]) for r in added] == [("tiny-rlvr-b", "point")] * 6
+    assert {r["key"] for r in added} == {r["key"] for r in before if r["which"] == "base"}
+    table = json.loads((copy / "results.json").read_text())
+    assert [r["experiment"] for r in table] == ["tiny-rlvr", "tiny-spiral", "tiny-rlvr-b"]
+    assert json.loads((copy / "compare.json").read_text())["experiments"] == [
+        *paths, str(extra_path)]
+    # the new experiment first: a different comparison, one line, nothing added
+    assert main(["compare", str(extra_path), *paths, "--seeds", "2", "--budget", str(BUDGET),
+                 "--suite", SUITE, "--suite-size", "6", "--samples", "2", "--points", "3",
+                 "--curve-size", "3", "--out", str(copy)]) == 2
+    assert "its experiments" in capsys.readouterr().err

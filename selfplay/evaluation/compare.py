@@ -20,7 +20,8 @@ gains are paired per problem and across seeds (``selfplay.stats.paired``). The f
 Everything is checked before the folder exists (an unknown experiment, a fully fine-tuned one,
 whose base model has no step-0 snapshot to evaluate, a bad suite, fewer than 3 curve points, a
 suite too small for the ``--mde`` asked). Re-running the same command with ``--out COMPARE`` skips
-finished runs and evaluations.
+finished runs and evaluations; the same command with more experiments after its own adds them
+(their runs and points; the base evaluations they share are reused).
 """
 
 from __future__ import annotations
@@ -278,13 +279,43 @@ def open_folder(spec: CompareSpec, out: Path | None, power: PowerAsk | None = No
         folder = Path(out).resolve()
         manifest = read_compare(folder)
         if {k: manifest.get(k) for k in spec.as_manifest()} != spec.as_manifest():
-            raise UserError(f"{folder} holds a different comparison (experiments, seeds, budget, "
-                            "suite or measures differ); give another --out")
+            extend(folder, manifest, spec)
         return folder
     arms, problems = check(spec)
     if power is not None:
         check_power(spec, problems, power)
     return create(spec, Path(out) if out else default_folder(), arms)
+
+
+def extend(folder: Path, manifest: dict, spec: CompareSpec) -> None:
+    """More experiments for a comparison: the command that made it with experiments added after
+    its own (nothing else changed) adds their sweep folders, so they join its table and reuse
+    its base evaluations and finished runs; anything else is refused in one line."""
+    before = manifest["experiments"]
+    same = {k: v for k, v in spec.as_manifest().items() if k != "experiments"}
+    if ({k: manifest.get(k) for k in same} != same
+            or list(spec.experiments[:len(before)]) != before):
+        raise UserError(f"{folder} holds a different comparison (experiments, seeds, budget, "
+                        "suite or measures differ); give another --out, or its experiments "
+                        f"({' '.join(before)}) first and new ones after them to add those")
+    _positive(spec)
+    arms = [check_arm(e, spec) for e in spec.experiments[len(before):]]
+    names = manifest["names"] + [a.name for a in arms]
+    if len(set(names)) < len(names):
+        raise UserError(f"experiments named twice: {', '.join(sorted(names))}")
+    created = []
+    try:
+        for arm in arms:
+            sweeps.create(arm.spec, folder / arm.name, arm.arms, arm.entries, arm.configs, None)
+            created.append(folder / arm.name)
+    except BaseException:
+        for path in created:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+    manifest |= {"experiments": list(spec.experiments), "names": names}
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    console.print(f"[bold]compare[/] added {', '.join(a.name for a in arms)} to {folder}: its "
+                  "base evaluations and finished runs are reused")
 
 
 def _append(path: Path, row: dict) -> None:
