@@ -31,7 +31,7 @@ from selfplay.core.jsonl import read_rows
 from selfplay.engines.tools import ToolSandbox, ToolSettings
 from selfplay.loops.base import prompt_request
 from selfplay.stats.passk import mean_pass_at_k
-from selfplay.types import SamplingParams
+from selfplay.types import Request, SamplingParams
 
 # Families of the offline `reasoning-gym` suite (those a run trained on are left out).
 HELDOUT_FAMILIES = (
@@ -194,10 +194,26 @@ def solver_role(config) -> str:
     return next(iter(config.roles))
 
 
-async def _answer(model, problem: Problem, sampling: SamplingParams, tool: ToolSandbox | None,
-                  adapter: str) -> dict:
-    prompt = load_role("tool_solver" if tool else "solver_terse")
-    request = prompt_request(prompt, "eval", adapter, sampling, question=problem.question)
+ANSWER_PROMPT = "solver_terse"  # every evaluation answer's prompt (its answer is \boxed{...})
+TOOL_PROMPT = "tool_solver"  # the same with the Python tool
+
+
+def answer_request(problem: Problem, adapter: str, temperature: float, max_new_tokens: int,
+                   seed: int, tool: bool = False) -> Request:
+    """The request an evaluation answers ``problem`` with (``seed``: its own, see
+    ``answer_seed``): one place, so that ``selfplay compare``'s greedy pass
+    (``heldout.greedy_answers``) asks exactly what ``evaluate`` asks."""
+    prompt = load_role(TOOL_PROMPT if tool else ANSWER_PROMPT)
+    sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    return prompt_request(prompt, "eval", adapter, sampling, question=problem.question)
+
+
+def answer_seed(seed: int, problem_index: int, sample: int = 0) -> int:
+    """The sampling seed of a problem's answer: distinct per problem and sample."""
+    return seed + 1000 * problem_index + sample
+
+
+async def _answer(model, request: Request, problem: Problem, tool: ToolSandbox | None) -> dict:
     calls = 0
     if tool is None:
         text = (await model.policy(request)).reply
@@ -213,9 +229,9 @@ async def _run_setting(model, problems, samples: int, temperature: float, max_ne
     jobs = []
     for p_index, problem in enumerate(problems):
         for s in range(samples):
-            sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens,
-                                      seed=seed + 1000 * p_index + s)
-            jobs.append(_answer(model, problem, sampling, tool, adapter))
+            request = answer_request(problem, adapter, temperature, max_new_tokens,
+                                     answer_seed(seed, p_index, s), tool is not None)
+            jobs.append(_answer(model, request, problem, tool))
     flat = await model.policy.gather(jobs)
     return [flat[i * samples:(i + 1) * samples] for i in range(len(problems))]
 

@@ -35,17 +35,19 @@ from roles import load_role
 from selfplay.core.errors import UserError
 from selfplay.engines.base import encode_request
 from selfplay.evaluation.evaluate import (
+    ANSWER_PROMPT,
     Problem,
     _run_setting,
+    answer_request,
+    answer_seed,
     grade,
     load_suite,
     solver_role,
 )
-from selfplay.loops.base import prompt_request
 from selfplay.stats.passk import pass_at_k
-from selfplay.types import Request, SamplingParams
+from selfplay.types import Request
 
-PROMPT = "solver_terse"  # the prompt every loop is evaluated with (its answer is \boxed{...})
+PROMPT = ANSWER_PROMPT  # the prompt every loop is evaluated with (its answer is \boxed{...})
 REFERENCE_PREFIX = "\\boxed{"
 
 
@@ -108,15 +110,6 @@ def base_key(config, measures: Measures, seed: int) -> str:
 
 
 # ------------------------------------------------------------------ one evaluation
-def _requests(problems: list[Problem], adapter: str, tokens: int, seed: int) -> list[Request]:
-    """The greedy answers' requests: the evaluation prompt, as ``_run_setting`` makes them."""
-    prompt = load_role(PROMPT)
-    return [prompt_request(prompt, "eval", adapter,
-                           SamplingParams(temperature=0.0, max_new_tokens=tokens,
-                                          seed=seed + 1000 * index), question=problem.question)
-            for index, problem in enumerate(problems)]
-
-
 def reference_ids(tokenizer, request: Request, problem: Problem) -> tuple[list[int], int] | None:
     """The tokens the likelihood measure reads after the greedy request's prompt, ``\\boxed{``
     then ``answer}``, and how many of them lead (``\\boxed{``, not scored); None where the
@@ -150,7 +143,8 @@ def greedy_answers(model, adapter: str, problems: list[Problem], measures: Measu
     """Each problem's greedy answer, graded, and with the likelihood measure on, the reference's
     (mean log-prob per token, tokens): scored on the greedy answer's own prefill (the hf
     engine; one pass over the prompts, not two), else by ``reference_logprobs``'s pass."""
-    requests = _requests(problems, adapter, measures.tokens, seed)
+    requests = [answer_request(problem, adapter, 0.0, measures.tokens, answer_seed(seed, index))
+                for index, problem in enumerate(problems)]
     leads: list[int | None] = [None] * len(problems)
     if measures.likelihood:
         for index, (request, problem) in enumerate(zip(requests, problems, strict=True)):
