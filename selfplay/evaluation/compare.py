@@ -183,14 +183,19 @@ def check_arm(experiment: str, spec: CompareSpec) -> Arm:
     return Arm(configs[0].name, sweep_spec, arms, entries, configs)
 
 
+def distinct(names: list[str]) -> list[str]:
+    """``names``, each an experiment's folder: one named twice is refused in one line."""
+    if len(set(names)) < len(names):
+        raise UserError(f"experiments named twice: {', '.join(sorted(names))}")
+    return names
+
+
 def check(spec: CompareSpec) -> tuple[list[Arm], int]:
     """Every experiment and the suite, before any folder exists; a UserError in one line.
     Returns the arms and the number of problems the suite has."""
     _positive(spec)
     arms = [check_arm(e, spec) for e in spec.experiments]
-    names = [a.name for a in arms]
-    if len(set(names)) < len(names):
-        raise UserError(f"experiments named twice: {', '.join(sorted(names))}")
+    distinct([a.name for a in arms])
     problems = problems_for(spec.measures, arms[0].configs[0])  # a bad suite: one line
     return arms, len(problems)
 
@@ -300,9 +305,7 @@ def extend(folder: Path, manifest: dict, spec: CompareSpec) -> None:
                         f"({' '.join(before)}) first and new ones after them to add those")
     _positive(spec)
     arms = [check_arm(e, spec) for e in spec.experiments[len(before):]]
-    names = manifest["names"] + [a.name for a in arms]
-    if len(set(names)) < len(names):
-        raise UserError(f"experiments named twice: {', '.join(sorted(names))}")
+    names = distinct(manifest["names"] + [a.name for a in arms])
     created = []
     try:
         for arm in arms:

@@ -13,7 +13,6 @@ by) are regraded; a comparison on another suite is refused in one line.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -21,11 +20,9 @@ from pathlib import Path
 from curricula.answers import score_extracted
 from selfplay.core.errors import UserError
 from selfplay.evaluation.compare import measures_of
-from selfplay.evaluation.compare_page import read_compare, summarize, write_results
+from selfplay.evaluation.compare_page import EVALUATIONS, read_compare, summarize, write_results
 from selfplay.evaluation.evaluate import Problem, load_suite
 from selfplay.evaluation.heldout import problem_ids, read_records, summary, write_records
-
-ROWS = "evaluations.jsonl"
 
 
 def problems_by_id(suite: str, size: int) -> dict[str, Problem]:
@@ -57,16 +54,13 @@ def regrade(folder: Path, out: Path) -> tuple[int, int]:
     shutil.copytree(folder, out, ignore=shutil.ignore_patterns("checkpoints"))
     measures = measures_of(manifest)
     rows, total, changed = [], 0, 0
-    for line in (out / ROWS).read_text().splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
+    for row in read_records(out / EVALUATIONS):
         records = read_records(out / row["records"])
         changed += regrade_records(records, problems)
         total += len(records)
         write_records(out / row["records"], records)
         rows.append(row | summary(records, measures))
-    (out / ROWS).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    write_records(out / EVALUATIONS, rows)
     write_results(out, summarize(out))
     return total, changed
 
