@@ -238,6 +238,7 @@ def test_a_second_invocation_skips_finished_work_and_redoes_a_missing_evaluation
     ("small", "a gain of 0.05 needs 626 problems: --suite-size 626"),
     ("no reference", "problem 2 has no reference answer for the likelihood measure"),
     ("plan unknown", "unknown experiment"),
+    ("twice", "experiments named twice: tiny-rlvr, tiny-rlvr"),
 ])
 def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, capsys, change, message):
     paths = experiments(tmp_path)
@@ -253,6 +254,8 @@ def test_bad_input_is_one_line_and_leaves_no_folder(tmp_path, capsys, change, me
         extra = ["--set", f"{paths[1]}:spiral.action=scored"]
     elif change == "elsewhere":
         extra = ["--set", "nope:train.lr=1"]
+    elif change == "twice":  # two folders of one name: the second run would overwrite the first
+        paths[1] = paths[0]
     elif change == "points":
         extra = ["--points", "2"]
     elif change == "small":
