@@ -290,6 +290,7 @@ def test_plan_prints_the_mde_and_the_cpu_time(tmp_path, capsys, tiny_model_path)
     said = capsys.readouterr().out
     assert "base accuracy 0.000 (measured: 4 problems greedy" in said
     assert "evaluations: 1 of the base model" in said  # greedy: one for every seed
+    assert "s fixed + " in said and "the pilot, split as the shipped cost is" in said
     assert not (tmp_path / "runs").exists()
     # a budget its train.steps cannot reach (4 steps of the dearest shipped loop's 1,558
     # tokens): the run is costed at its steps, and the plan says how many steps would reach it
@@ -307,6 +308,27 @@ def test_a_run_is_costed_at_the_budget_or_at_its_steps_whichever_ends_it():
     assert cost.tokens(4000) == cost.tokens(4000, 20) == 4276  # the budget and half a step
     assert cost.tokens(4000, 6) == 3312  # its 6 steps end it first
     assert cost.cpu(4000, 6) == pytest.approx(25.0 + 30.5 * 3.312)
+
+
+def test_an_evaluations_cost_has_a_fixed_part_fitted_from_two_sizes():
+    """An evaluation of 160 problems costs more a problem than one of 720 (2026-11-29: 0.34 s
+    against 0.26): one figure a problem measured on the pilot's 64 overstated a comparison's
+    evaluations by 68%. Two sizes give the line; one size (the pilot) keeps the shipped split."""
+    from selfplay.evaluation import costs
+    from selfplay.evaluation.compare_plan import evaluation_fit, scaled_shape
+
+    line = [(n, 12.0 + 0.25 * n + wobble) for n in (160, 720) for wobble in (-1.0, 1.0)]
+    fixed, per_problem = evaluation_fit(line)
+    assert fixed == pytest.approx(12.0) and per_problem == pytest.approx(0.25)
+    # one size: this machine's speed from it, the split from the shipped line
+    _, shipped_fixed, shipped_per = costs.EVALUATION
+    fixed, per_problem = evaluation_fit([(64, 40.0), (64, 42.0)])
+    assert fixed + 64 * per_problem == pytest.approx(41.0)
+    assert fixed / per_problem == pytest.approx(shipped_fixed / shipped_per)
+    assert scaled_shape(41.0, 64) == pytest.approx((fixed, per_problem))
+    # the shipped line against what it was fitted to: 160 problems 55.5 CPU s, 720 188.5
+    assert shipped_fixed + 160 * shipped_per == pytest.approx(55.5 - 0.7, abs=2)
+    assert shipped_fixed + 720 * shipped_per == pytest.approx(188.5 - 0.7, abs=2)
 
 
 def test_curve_points_exploitability_and_fit_from_synthetic_runs(tmp_path):

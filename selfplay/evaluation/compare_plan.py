@@ -15,8 +15,9 @@ run starts (docs/compare.md#plan).
   gains detects d_z·σ).
 - **CPU time**: runs (per experiment, overhead + rate × budget, from ``costs.RUNS`` or a
   finished comparison's ``--costs``) plus evaluations (base models and last points on the
-  suite, the earlier points on ``curve_size`` problems; each loading + problems × the pilot's
-  cost a problem).
+  suite, the earlier points on ``curve_size`` problems; each loading + a fixed part + problems
+  × a cost a problem: a line fitted to a finished comparison's evaluations of two sizes, or the
+  shipped line scaled to what the pilot measured).
 """
 
 from __future__ import annotations
@@ -91,13 +92,38 @@ def costs_from_folder(folder: Path) -> tuple[dict[str, RunCost], dict | None]:
     evaluation = None
     if evaluations:
         load = sum(r["load_cpu_seconds"] for r in evaluations) / len(evaluations)
-        per_problem = sum((r["cpu_seconds"] - r["load_cpu_seconds"]) / r["problems"]
-                          for r in evaluations) / len(evaluations)
+        fixed, per_problem = evaluation_fit(
+            [(r["problems"], r["cpu_seconds"] - r["load_cpu_seconds"]) for r in evaluations])
         loads = [r["load_average"] for r in evaluations if "load_average" in r]
         at = f", load {sum(loads) / len(loads):.1f} on {os.cpu_count()} cores" if loads else ""
-        evaluation = {"load": load, "per_problem": per_problem, "eval_tokens":
+        evaluation = {"load": load, "fixed": fixed, "per_problem": per_problem, "eval_tokens":
                       manifest["eval_tokens"], "source": f"measured in {folder}{at}"}
     return runs, evaluation
+
+
+def evaluation_fit(spent: list[tuple[int, float]]) -> tuple[float, float]:
+    """(fixed CPU s, CPU s a problem) of evaluations, from their (problems, CPU s besides
+    loading): a least-squares line where they cover two sizes or more (a comparison's points
+    before the last are smaller than its suite), else the shipped fixed part's share."""
+    sizes = {n for n, _ in spent}
+    if len(sizes) >= 2:
+        mean_n = sum(n for n, _ in spent) / len(spent)
+        mean_s = sum(s for _, s in spent) / len(spent)
+        slope = (sum((n - mean_n) * (s - mean_s) for n, s in spent)
+                 / sum((n - mean_n) ** 2 for n, _ in spent))
+        if slope > 0 and mean_s - slope * mean_n >= 0:
+            return mean_s - slope * mean_n, slope
+    return scaled_shape(sum(s for _, s in spent) / len(spent),
+                        round(sum(n for n, _ in spent) / len(spent)))
+
+
+def scaled_shape(cpu: float, problems: int) -> tuple[float, float]:
+    """(fixed, a problem) of the shipped evaluation cost, scaled so that ``problems`` cost
+    ``cpu`` CPU s besides loading: one size measured (the pilot) says how fast this machine
+    is, the shipped line how that cost splits between the fixed part and the problems."""
+    _, fixed, per_problem = costs.EVALUATION
+    scale = cpu / (fixed + per_problem * problems)
+    return fixed * scale, per_problem * scale
 
 
 def run_cost(name: str, measured: dict[str, RunCost]) -> RunCost:
@@ -106,7 +132,8 @@ def run_cost(name: str, measured: dict[str, RunCost]) -> RunCost:
         return measured[name]
     if name in costs.RUNS:
         overhead, per_1k, step = costs.RUNS[name]
-        return RunCost(overhead, per_1k, f"shipped ({costs.MEASURED})", step)
+        return RunCost(overhead, per_1k,
+                       f"shipped ({costs.SOURCES.get(name, costs.MEASURED)})", step)
     overhead = max(o for o, _, _ in costs.RUNS.values())
     per_1k = max(r for _, r, _ in costs.RUNS.values())
     step = max(t for _, _, t in costs.RUNS.values())
@@ -170,9 +197,12 @@ def plan(spec, ask: PowerAsk, costs_folder: Path | None = None, hours: float | N
                      f"problems greedy, {measured_pilot['cpu_seconds']:.0f} CPU s at load "
                      f"{measured_pilot['load_average']:.1f} on {os.cpu_count()} cores)")
         if evaluation is None:
-            evaluation = {"load": measured_pilot["load_cpu_seconds"], "per_problem":
-                          (measured_pilot["cpu_seconds"] - measured_pilot["load_cpu_seconds"])
-                          / max(measured_pilot["problems"], 1), "source": "the pilot"}
+            fixed, per_problem = scaled_shape(
+                measured_pilot["cpu_seconds"] - measured_pilot["load_cpu_seconds"],
+                max(measured_pilot["problems"], 1))
+            evaluation = {"load": measured_pilot["load_cpu_seconds"], "fixed": fixed,
+                          "per_problem": per_problem,
+                          "source": "the pilot, split as the shipped cost is"}
         if measured_pilot["load_average"] > (os.cpu_count() or 1):
             lines.append("the machine was busy: CPU seconds measured now overstate a quiet "
                          "machine's (threads waiting on each other spin); plan again when it "
@@ -206,7 +236,8 @@ def plan(spec, ask: PowerAsk, costs_folder: Path | None = None, hours: float | N
 def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | None,
                hours: float | None, base_key) -> list:
     if evaluation is None:  # no pilot and no folder: the pilot's figure measured when shipped
-        evaluation = {"load": costs.EVALUATION[0], "per_problem": costs.EVALUATION[1],
+        load, fixed, per_problem = costs.EVALUATION
+        evaluation = {"load": load, "fixed": fixed, "per_problem": per_problem,
                       "source": f"shipped ({costs.EVALUATION_MEASURED})"}
     run_costs = {arm.name: run_cost(arm.name, measured) for arm in arms}
     steps = {arm.name: arm.configs[0].train.steps for arm in arms}
@@ -214,8 +245,9 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
     keys = {base_key(config, spec.measures, config.seed) for arm in arms for config in arm.configs}
     runs = len(arms) * spec.seeds
     curve = min(spec.curve_size, problems)
-    one = evaluation["load"] + problems * evaluation["per_problem"]
-    small = evaluation["load"] + curve * evaluation["per_problem"]
+    fixed = evaluation["load"] + evaluation["fixed"]
+    one = fixed + problems * evaluation["per_problem"]
+    small = fixed + curve * evaluation["per_problem"]
     evaluations = len(keys) + runs * spec.points
     eval_cpu = (len(keys) + runs) * one + runs * (spec.points - 1) * small
     total = runs_cpu + eval_cpu
@@ -238,8 +270,8 @@ def _cpu_lines(spec, arms, problems: int, measured: dict, evaluation: dict | Non
                  f"model and seed) + {runs} runs × {spec.points} points = {evaluations}: the "
                  f"base models and last points on {problems} problems, {one:.0f} CPU s each, "
                  f"the {runs * (spec.points - 1)} earlier points on {curve}, {small:.0f} s each "
-                 f"({evaluation['load']:.0f} s loading + {evaluation['per_problem']:.3f} s a "
-                 f"problem; {evaluation['source']})")
+                 f"({evaluation['load']:.0f} s loading + {evaluation['fixed']:.0f} s fixed + "
+                 f"{evaluation['per_problem']:.3f} s a problem; {evaluation['source']})")
     lines.append(f"total: {_hours(total)} CPU (runs {_hours(runs_cpu)}, evaluations "
                  f"{_hours(eval_cpu)})")
     if hours is not None:
