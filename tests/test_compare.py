@@ -438,3 +438,61 @@ def test_more_experiments_join_a_finished_comparison_and_reuse_its_base(compared
                  "--suite", SUITE, "--suite-size", "6", "--samples", "2", "--points", "3",
                  "--curve-size", "3", "--out", str(copy)]) == 2
     assert "its experiments" in capsys.readouterr().err
+
+
+@pytest.mark.heavy  # two comparisons of their own, ~2 minutes (docs/testing.md#what-runs-where)
+def test_a_rerun_on_the_seeds_after_pools_with_the_first_into_one_table(tmp_path, monkeypatch,
+                                                                        capsys, tiny_model_path):
+    """``python -m selfplay.evaluation.pool``: the comparison and its rerun on the next seeds
+    are one comparison of 4 seeds, paired with the one base; a base whose records differ, or
+    seeds that do not follow on, are refused in one line and nothing is written."""
+    from selfplay.evaluation.pool import main as pool
+
+    paths = experiments(tmp_path)
+    monkeypatch.setattr("selfplay.running.runner.write_report", lambda *args, **kwargs: None)
+    # greedy only, as the compare suite: the base model's answers are the same for every seed
+
+    def greedy(first_seed: int) -> CompareSpec:
+        return CompareSpec(tuple(paths), seeds=2, budget=BUDGET, suite=SUITE, suite_size=6,
+                           samples=0, points=3, curve_size=3, first_seed=first_seed)
+
+    out = compare(greedy(0), tmp_path / "first", processes=False)
+    more = compare(greedy(2), tmp_path / "more", processes=False)
+    untouched = {p: p.read_bytes() for p in (out / EVALUATIONS, more / EVALUATIONS)}
+    pooled = tmp_path / "pooled"
+    assert pool([str(out), str(more), str(pooled)]) == 0
+    assert {p: p.read_bytes() for p in untouched} == untouched
+    evaluations = rows(pooled / EVALUATIONS)
+    bases = [r for r in evaluations if r["which"] == "base"]
+    assert len(bases) == len({r["key"] for r in bases}) == 1  # one base: the same records
+    base = sorted(rows(pooled / bases[0]["records"]), key=lambda r: r["id"])
+    table = {r["experiment"]: r for r in json.loads((pooled / "results.json").read_text())}
+    for name, row in table.items():
+        assert row["seeds"] == "4/4" and [s["seed"] for s in row["per_seed"]] == [0, 1, 2, 3]
+        finals = []
+        for seed in row["per_seed"]:
+            points = [r for r in evaluations if r["experiment"] == name and r["which"] == "point"
+                      and r["folder"] == seed["folder"]]
+            last = max(points, key=lambda r: (r["problems"], r["tokens"]))
+            finals.append(sorted(rows(pooled / last["records"]), key=lambda r: r["id"]))
+        for measure in ("greedy", "logprob"):  # the tiny model's log-probs move; its answers not
+            expected = paired_gain([r[measure] for r in base],
+                                   [[r[measure] for r in final] for final in finals])
+            assert (row[f"gain_{measure}"]["gain"], row[f"gain_{measure}"]["low"],
+                    row[f"gain_{measure}"]["seeds"]) == pytest.approx(
+                (expected.gain, expected.low, 4))
+    # a base evaluated otherwise (one answer graded differently): refused, nothing written
+    other = tmp_path / "other"
+    shutil.copytree(more, other)
+    records = other / next(r for r in rows(other / EVALUATIONS) if r["which"] == "base")[
+        "records"]
+    flipped = rows(records)
+    flipped[0]["greedy"] = 1 - flipped[0]["greedy"]
+    records.write_text("".join(json.dumps(r) + "\n" for r in flipped))
+    capsys.readouterr()
+    for first, second, message in ((out, other, "base model's records"),
+                                   (more, out, "pool seeds that follow on")):
+        assert pool([str(first), str(second), str(tmp_path / "refused")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+        assert not (tmp_path / "refused").exists()
