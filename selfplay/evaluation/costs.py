@@ -18,10 +18,9 @@ MEASURED = "2026-11-26 at load 3-5 on 2 cores, docs/data/compare-2026-11-26.json
 RUNS: dict[str, tuple[float, float, float]] = {
     # measured again 2026-11-29 (SOURCES): the learner's common prefixes made them cheaper
     "rlvr-curriculum-cpu": (21.9, 23.0, 502),
-    # 2026-11-28: 840 CPU s a run of 10 steps, 4,320 tokens, at 4,000 tokens, now that the run
-    # also measures exploitability and plays evaluation games (the overhead kept from
-    # 2026-11-26, when it was measured as spiral-kuhn-cpu, which then played free text)
-    "spiral-kuhn-text-cpu": (20.6, 189.7, 432),
+    # the run also measures exploitability and plays evaluation games (overhead 68 s); until
+    # 2026-11-26 it was spiral-kuhn-cpu, which then played free text
+    "spiral-kuhn-text-cpu": (68.3, 66.0, 411),
     "agent0-cpu": (37.1, 30.3, 1061),
     "spice-cpu": (19.0, 41.0, 731),
     "azr-cpu": (20.6, 33.0, 1558),
@@ -37,7 +36,7 @@ RUNS: dict[str, tuple[float, float, float]] = {
 SOURCES: dict[str, str] = {
     "rlvr-curriculum-cpu": "2026-11-29 at load 3.7 on 2 cores, 3 seeds × 4,000 tokens, "
                            "docs/results.md",
-    "spiral-kuhn-text-cpu": "2026-11-28 at load 2-4 on 2 cores, 3 seeds × 4,000 tokens, "
+    "spiral-kuhn-text-cpu": "2026-11-29 at load 3.9 on 2 cores, 3 seeds × 4,000 tokens, "
                             "docs/results.md",
     "cure-cpu": "2026-11-29 at load 3.5 on 2 cores, 3 seeds × 4,000 tokens, docs/results.md",
     "sqlm-cpu": "2026-11-29 at load 3.5 on 2 cores, 3 seeds × 4,000 tokens, docs/results.md",
