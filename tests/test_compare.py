@@ -363,6 +363,16 @@ def test_curve_points_exploitability_and_fit_from_synthetic_runs(tmp_path):
     flat = fit([{"curve": [{"tokens": c["tokens"], "greedy": 0.2 + 0.004 * ((i + j) % 3 - 1)}
                            for i, c in enumerate(s["curve"])]} for j, s in enumerate(seeds)])
     assert flat["why"].startswith("no fit:") and "a" not in flat  # A = R0 within its error
+    # the 2026-11-29 RLVR curves (runs/compare-rlvr-points-5, 3 seeds × 5 points, docs/results.md):
+    # a drop below the base before the first point, then flat; the sigmoid's rise lands at 7
+    # tokens with B 9.06 ± 0: A is measured, B and C_mid are not
+    measured = [[(1130, 0.175), (1680, 0.1625), (2807, 0.2), (3331, 0.1938), (4384, 0.2875)],
+                [(1137, 0.1688), (1609, 0.1812), (2711, 0.175), (3268, 0.1812), (4303, 0.2125)],
+                [(1095, 0.2188), (1672, 0.2188), (2781, 0.1625), (3354, 0.1688), (4505, 0.1938)]]
+    early = fit([{"curve": [{"tokens": 0.0, "greedy": 0.2375}] + [
+        {"tokens": float(c), "greedy": g} for c, g in points]} for points in measured])
+    assert early["why"].startswith("no fit of B and C_mid: C_mid ") and "a" not in early, early
+    assert "A 0.19" in early["why"], early
     assert math.isfinite(fitted["b"])
 
 

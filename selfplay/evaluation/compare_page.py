@@ -264,6 +264,12 @@ def fit(seeds: list[dict], measure: str = "greedy") -> dict:
         return {"why": f"no fit: the points do not move away from the base model's score "
                        f"(A − R0 = {result.a - result.r0:+.3f} ± {t * result.a_se:.3f}), so B "
                        "and C_mid say nothing"}
+    low, high = min(c for c, _ in points), max(c for c, _ in points)
+    if not low <= result.c_mid <= high:  # the rise lies outside the points: B and C_mid are
+        # whatever the optimiser stopped at (2026-11-29: B 9.06 ± 0, C_mid 7 tokens)
+        return {"why": f"no fit of B and C_mid: C_mid {result.c_mid:.3g} tokens lies outside "
+                       f"the points' {low:.3g}–{high:.3g}, so the curve does not show its rise; "
+                       f"A {result.a:.3f} ± {t * result.a_se:.3f} is the level the points sit at"}
     out = {"r0": result.r0, "points": result.fitted_points,
            "sentence": result.sentence("tokens")}
     for name, value, se in (("a", result.a, result.a_se), ("b", result.b, result.b_se),
