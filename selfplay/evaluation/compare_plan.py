@@ -29,6 +29,8 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from selfplay.analysis.rundata import read_jsonl
 from selfplay.core.errors import UserError
 from selfplay.evaluation import costs
@@ -105,14 +107,10 @@ def evaluation_fit(spent: list[tuple[int, float]]) -> tuple[float, float]:
     """(fixed CPU s, CPU s a problem) of evaluations, from their (problems, CPU s besides
     loading): a least-squares line where they cover two sizes or more (a comparison's points
     before the last are smaller than its suite), else the shipped fixed part's share."""
-    sizes = {n for n, _ in spent}
-    if len(sizes) >= 2:
-        mean_n = sum(n for n, _ in spent) / len(spent)
-        mean_s = sum(s for _, s in spent) / len(spent)
-        slope = (sum((n - mean_n) * (s - mean_s) for n, s in spent)
-                 / sum((n - mean_n) ** 2 for n, _ in spent))
-        if slope > 0 and mean_s - slope * mean_n >= 0:
-            return mean_s - slope * mean_n, slope
+    if len({n for n, _ in spent}) >= 2:
+        slope, fixed = np.polyfit([n for n, _ in spent], [s for _, s in spent], 1)
+        if slope > 0 and fixed >= 0:
+            return float(fixed), float(slope)
     return scaled_shape(sum(s for _, s in spent) / len(spent),
                         round(sum(n for n, _ in spent) / len(spent)))
 

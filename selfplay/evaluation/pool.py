@@ -17,11 +17,14 @@ import argparse
 import json
 import shutil
 import sys
+from dataclasses import fields
 from pathlib import Path
 
+from selfplay.analysis.rundata import read_jsonl
 from selfplay.analysis.sweepdata import MANIFEST as SWEEP
 from selfplay.analysis.sweepdata import read_manifest
 from selfplay.core.errors import UserError
+from selfplay.evaluation.compare import CompareSpec
 from selfplay.evaluation.compare_page import (
     EVALUATIONS,
     MANIFEST,
@@ -32,9 +35,9 @@ from selfplay.evaluation.compare_page import (
 )
 from selfplay.evaluation.heldout import read_records, write_records
 
-# what must agree for two comparisons to be one: everything but their seeds and dates
-SAME = ("experiments", "names", "budget", "suite", "suite_size", "samples", "eval_tokens",
-        "overrides", "points", "likelihood", "curve_size")
+# what must agree for two comparisons to be one: the spec but its seeds, and the folder names
+SAME = tuple(f.name for f in fields(CompareSpec) if f.name not in ("seeds", "first_seed")) + (
+    "names",)
 
 
 def check(first: dict, more: dict, first_folder: Path, more_folder: Path) -> None:
@@ -48,16 +51,12 @@ def check(first: dict, more: dict, first_folder: Path, more_folder: Path) -> Non
                         f"{follows} where {first_folder}'s end: pool seeds that follow on")
 
 
-def _rows(path: Path) -> list[dict]:
-    return read_records(path) if path.is_file() else []
-
-
 def base_rows(first_folder: Path, more_folder: Path) -> list[dict]:
     """MORE's base evaluations that FIRST lacks; those both hold must have the same records."""
-    have = {row["key"]: row for row in _rows(first_folder / EVALUATIONS)
+    have = {row["key"]: row for row in read_jsonl(first_folder / EVALUATIONS)
             if row["which"] == "base"}
     new = []
-    for row in _rows(more_folder / EVALUATIONS):
+    for row in read_jsonl(more_folder / EVALUATIONS):
         if row["which"] != "base":
             continue
         if row["key"] not in have:
@@ -93,13 +92,13 @@ def pool(first_folder: Path, more_folder: Path, out: Path) -> dict:
             sweep["runs"].append(entry)
         sweep["seeds"] = first["seeds"] + more["seeds"]
         (out / name / SWEEP).write_text(json.dumps(sweep, indent=1) + "\n")
-    points = [row for row in _rows(more_folder / EVALUATIONS) if row["which"] != "base"]
+    points = [row for row in read_jsonl(more_folder / EVALUATIONS) if row["which"] != "base"]
     for row in new_bases + points:
         target = out / row["records"]
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(more_folder / row["records"], target)
-    write_records(out / EVALUATIONS, _rows(out / EVALUATIONS) + new_bases + points)
-    write_records(out / TIMES, _rows(out / TIMES) + _rows(more_folder / TIMES))
+    write_records(out / EVALUATIONS, read_jsonl(out / EVALUATIONS) + new_bases + points)
+    write_records(out / TIMES, read_jsonl(out / TIMES) + read_jsonl(more_folder / TIMES))
     manifest = first | {"seeds": first["seeds"] + more["seeds"],
                         "pooled": [str(first_folder), str(more_folder)]}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
