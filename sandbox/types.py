@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from signal import SIGXCPU
 
 MiB = 1 << 20
 
@@ -66,6 +67,16 @@ class ExecResult:
     @property
     def ok(self) -> bool:
         return self.exit_status == 0 and not self.timed_out and not self.truncated
+
+    @property
+    def out_of_time(self) -> bool:
+        """Stopped by a time limit: the wall clock (``timed_out``) or the CPU time (SIGXCPU).
+
+        A busy loop meets both at about the same moment when ``cpu_s == wall_s``, and which one
+        the kernel or the worker enforces first is a race, so a caller that says why a program
+        stopped should read this rather than ``timed_out`` alone.
+        """
+        return self.timed_out or self.exit_status == -SIGXCPU
 
     @property
     def output(self) -> str:

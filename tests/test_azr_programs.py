@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from curricula import programs
+from sandbox import SandboxLimits, SandboxPool
 from selfplay.engines.tools import ToolSettings
 from selfplay.loops.azr.settings import AzrSettings
 from selfplay.loops.azr.tasks import ABDUCTION, DEDUCTION, INDUCTION, Checker, Task
@@ -192,6 +193,21 @@ def test_hostile_and_slow_programs_refused_and_the_checker_survives(checker, pro
     if why is not None:
         assert proposed.why == why
     assert propose(checker, DETERMINISTIC, "[1, 2]").outcome == "passed"  # still working
+
+
+@pytest.mark.timing  # a time limit: held under load (make test-under-load)
+def test_a_program_stopped_by_the_cpu_limit_is_said_to_have_timed_out() -> None:
+    # The checker's sandbox has cpu_s == wall_s, so a busy loop meets RLIMIT_CPU (SIGXCPU) and
+    # the wall deadline within milliseconds of each other, and which comes first is a race the
+    # hostile-programs test lost 2 runs in 3 on an idle machine ("program failed"). Here the
+    # CPU limit always comes first: it must read as a time-out too.
+    made = Checker(AzrSettings(sandbox=ToolSettings(wall_s=5.0, pool_size=1)))
+    made.tool._pool = SandboxPool(size=1, limits=SandboxLimits(wall_s=5.0, cpu_s=1.0))
+    try:
+        proposed = propose(made, "def f(a):\n    while True:\n        pass", "1")
+    finally:
+        made.close()
+    assert proposed.outcome == "wrong" and proposed.why == "timed out"
 
 
 def test_shell_commands_stay_inside_the_sandbox(checker, tmp_path: Path) -> None:

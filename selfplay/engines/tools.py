@@ -155,7 +155,7 @@ def observation_ids(
     Pieces are tokenised separately so the output body is cut at exactly ``max_tokens`` tokens.
     """
     output = result.output
-    if result.timed_out:  # say why the output stops, as a Python traceback would
+    if result.out_of_time:  # say why the output stops, as a Python traceback would
         output += f"TimeoutError: the code ran longer than {wall_s:g} s\n"
     if output and not output.endswith("\n"):
         output += "\n"
@@ -368,7 +368,7 @@ async def _tool_turn(
         code=code or "",
         observation=shown,
         exit_status=result.exit_status,
-        timed_out=result.timed_out,
+        timed_out=result.out_of_time,
         truncated=truncated,
     )
     return call, ids

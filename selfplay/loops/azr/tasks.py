@@ -136,7 +136,7 @@ class Checker:
         found = programs.read_results(result.stdout) if result.ok else None
         if found is not None:
             return found, ""
-        return None, "timed out" if result.timed_out else "program failed"
+        return None, "timed out" if result.out_of_time else "program failed"
 
     async def outputs(self, policy, program: str, inputs: list[str]) -> tuple[list | None, str]:
         """Per input: ``{"ok", "output" | "error"}`` from one sandbox call."""
