@@ -506,3 +506,86 @@ def test_a_rerun_on_the_seeds_after_pools_with_the_first_into_one_table(tmp_path
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
         assert not (tmp_path / "refused").exists()
+
+
+def _published_and_rerun(compared, tmp_path: Path) -> tuple[Path, Path]:
+    """The comparison with planted records (seeds 0, 1), and a copy as its rerun on seeds 2, 3.
+
+    Published: rlvr gains +1/6 and +3/6 (spread 2/36 on 1 df); SPIRAL gains 0 and 0 (no spread
+    of its own: the floor, pooled over both, 1/36 on 2 df, is wider). Rerun: rlvr gains 0,
+    SPIRAL answers every problem, +5/6 on both seeds."""
+    _, out = compared
+    published, rerun = tmp_path / "published", tmp_path / "rerun"
+    base = [0, 0, 1, 0, 0, 0]
+    for folder, finals in ((published, {"tiny-rlvr": ([1, 0, 1, 0, 0, 0], [1, 1, 1, 0, 0, 1]),
+                                        "tiny-spiral": (base, base)}),
+                           (rerun, {"tiny-rlvr": (base, base),
+                                    "tiny-spiral": ([1] * 6, [1] * 6)})):
+        shutil.copytree(out, folder)
+        greedy = {"base/seed0": base, "base/seed1": base}
+        for name, (seed0, seed1) in finals.items():
+            greedy |= {f"{name}/base-seed0": seed0, f"{name}/base-seed1": seed1}
+        plant(folder, greedy, {k: [-1.0] * 6 for k in greedy})
+    manifest = json.loads((rerun / "compare.json").read_text())
+    (rerun / "compare.json").write_text(json.dumps(manifest | {"first_seed": 2}))
+    return published, rerun
+
+
+def test_a_rerun_is_checked_against_the_published_rerun_intervals(compared, tmp_path, capsys):
+    """``python -m selfplay.evaluation.rerun``: each published experiment's rerun interval is
+    ``rerun_interval`` of its own seeds' paired gains, floored by the spread pooled over the
+    published experiments, and each rerun's gain is held by it or not."""
+    from scipy import stats
+
+    from selfplay.evaluation.rerun import main as rerun_main
+
+    published, rerun = _published_and_rerun(compared, tmp_path)
+    capsys.readouterr()
+    assert rerun_main([str(published), "--rerun", str(rerun), "--json",
+                       str(tmp_path / "check.json")]) == 0
+    said = capsys.readouterr().out
+    found = json.loads((tmp_path / "check.json").read_text())
+    rows = {r["experiment"]: r for r in found["published"]}
+    # rlvr: its own spread 2/36 on 1 df is wider than the floor (1/36 on 2 df)
+    half = stats.t.ppf(0.975, 1) * math.sqrt(2 / 36 * (1 / 2 + 1 / 3))
+    assert rows["tiny-rlvr"]["rerun"]["source"] == "its own seeds"
+    assert rows["tiny-rlvr"]["rerun"]["high"] == pytest.approx(2 / 6 + half)
+    # SPIRAL: no spread of its own, so the pooled one
+    half = stats.t.ppf(0.975, 2) * math.sqrt(1 / 36 * (1 / 2 + 1 / 3))
+    assert rows["tiny-spiral"]["rerun"]["source"] == "pooled over 2 experiments"
+    assert (rows["tiny-spiral"]["rerun"]["low"], rows["tiny-spiral"]["rerun"]["high"]) == (
+        pytest.approx(-half), pytest.approx(half))
+    checked = {c["experiment"]: c for c in found["checked"]}
+    assert checked["tiny-rlvr"]["gain"] == pytest.approx(0.0)
+    assert checked["tiny-rlvr"]["in_rerun_interval"]
+    # the rerun has 2 seeds, so its interval is for 2 new seeds: ± t(2) √(1/36 (1/2 + 1/2))
+    assert checked["tiny-spiral"]["rerun_interval"]["high"] == pytest.approx(
+        stats.t.ppf(0.975, 2) * math.sqrt(1 / 36))
+    assert checked["tiny-spiral"]["gain"] == pytest.approx(5 / 6)
+    assert not checked["tiny-spiral"]["in_rerun_interval"]
+    assert "rerun intervals held 1 of 2 reruns" in said
+
+
+@pytest.mark.parametrize(("which", "message"), [
+    ("same seeds", "reruns seed(s) [0, 1] that the published figure already holds"),
+    ("other budget", "is not a rerun of the published comparisons: its budget differ"),
+    ("not a comparison", "is not a comparison folder"),
+])
+def test_a_rerun_that_is_not_one_is_refused_in_one_line(compared, tmp_path, capsys, which,
+                                                        message):
+    from selfplay.evaluation.rerun import main as rerun_main
+
+    published, rerun = _published_and_rerun(compared, tmp_path)
+    if which == "same seeds":
+        rerun = published
+    elif which == "other budget":
+        manifest = json.loads((rerun / "compare.json").read_text())
+        (rerun / "compare.json").write_text(json.dumps(manifest | {"budget": 2 * BUDGET}))
+    else:
+        rerun = tmp_path / "nothing"
+    capsys.readouterr()
+    out = tmp_path / "check.json"
+    assert rerun_main([str(published), "--rerun", str(rerun), "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not out.exists()

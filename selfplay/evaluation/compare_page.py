@@ -26,7 +26,15 @@ from selfplay.analysis.sweepdata import read_manifest, run_finished
 from selfplay.core.errors import UserError
 from selfplay.evaluation.heldout import common_ids, read_records, scores
 from selfplay.stats.compute import ComputeFitError, fit_compute_curve
-from selfplay.stats.paired import PairedGain, paired_gain
+from selfplay.stats.paired import (
+    RERUN_SEEDS,
+    PairedGain,
+    SeedSpread,
+    paired_gain,
+    pooled_spread,
+    rerun_interval,
+    seed_spread,
+)
 from selfplay.stats.seeds import t_interval
 
 MANIFEST = "compare.json"
@@ -49,7 +57,8 @@ COLUMNS = (  # (key, header) of the table, in order
     ("steps", "steps"), ("tokens", "tokens"), ("budget_reached", "budget reached"),
     ("run_cpu_seconds", "run CPU s"), ("eval_cpu_seconds", "eval CPU s"),
     ("base_greedy", "base acc"), ("final_greedy", "final acc"),
-    ("gain_greedy", "gain [95% CI]"), ("mde_greedy", "MDE"), ("flip_rate", "flips"),
+    ("gain_greedy", "gain [95% CI]"), ("mde_greedy", "MDE"),
+    ("rerun", f"a rerun's gain, {RERUN_SEEDS} new seeds [95%]"), ("flip_rate", "flips"),
     ("gain_logprob", "Δ log-prob/token [95% CI]"), ("gain_pass1", "gain pass@1 [95% CI]"),
     ("gain_passk", "gain pass@k [95% CI]"), ("vs_first", "− first [95% CI]"),
     ("exploitability", "exploitability before → after"), ("fit", "ScaleRL fit"),
@@ -59,7 +68,7 @@ COLUMNS = (  # (key, header) of the table, in order
 
 TERMINAL = tuple(c for c in COLUMNS if c[0] in (  # what fits a terminal
     "experiment", "seeds", "tokens", "run_cpu_seconds", "eval_cpu_seconds", "gain_greedy",
-    "mde_greedy", "gain_logprob", "vs_first", "exploitability"))
+    "mde_greedy", "rerun", "gain_logprob", "vs_first", "exploitability"))
 
 
 # ------------------------------------------------------------------ curve points
@@ -205,6 +214,13 @@ def paired(evaluations: Evaluations, seeds: list[dict], measure: str, k: int = 1
            against: list[dict] | None = None) -> PairedGain | None:
     """The gain of the final policies over the base model (or, with ``against``, over another
     experiment's final policies on the same seeds), paired per problem and across seeds."""
+    scored = paired_scores(evaluations, seeds, measure, k, against)
+    return paired_gain(*scored) if scored else None
+
+
+def paired_scores(evaluations: Evaluations, seeds: list[dict], measure: str, k: int = 1,
+                  against: list[dict] | None = None) -> tuple[list, list] | None:
+    """(before, after): per seed, the scores of the problems every record answered."""
     if against is None:
         pairs = [(s["_base"], s["_final"]) for s in seeds if s["_base"] and s["_final"]]
     else:
@@ -219,8 +235,10 @@ def paired(evaluations: Evaluations, seeds: list[dict], measure: str, k: int = 1
         ids = common_ids(*[r for pair in records for r in pair])
         before = [scores(b, measure, k, ids) for b, _ in records]
         after = [scores(a, measure, k, ids) for _, a in records]
-        return paired_gain(before, after)
-    except (KeyError, ValueError):  # no such measure in the records, or one problem
+        if len(ids) < 2:
+            return None
+        return before, after
+    except (KeyError, ValueError):  # no such measure in the records
         return None
 
 
@@ -307,6 +325,7 @@ def summarize(folder: Path) -> list[dict]:
                  "pass1": paired(evaluations, scored, "pass@1") if manifest["samples"] else None,
                  "passk": paired(evaluations, scored, f"pass@{manifest['samples']}",
                                  manifest["samples"]) if manifest["samples"] > 1 else None}
+        greedy = paired_scores(evaluations, scored, "greedy")
         versus = (paired(evaluations, scored, "greedy", against=first)
                   if first is not None else None)
         row = {
@@ -325,6 +344,10 @@ def summarize(folder: Path) -> list[dict]:
             "final_greedy": mean([s["final_greedy"] for s in scored]),
             **{f"gain_{k}": g.as_dict() if g else None for k, g in gains.items()},
             "mde_greedy": gains["greedy"].mde if gains["greedy"] else None,
+            # each seed's paired gain: what the rerun interval's spread is taken from
+            "seed_gains": [float(np.mean(np.subtract(a, b))) for b, a in zip(*greedy,
+                                                                             strict=True)]
+            if greedy else [],
             "flip_rate": gains["greedy"].flip_rate if gains["greedy"] else None,
             "vs_first": versus.as_dict() if versus else None,
             "exploitability": _exploitability_summary(scored),
@@ -337,7 +360,28 @@ def summarize(folder: Path) -> list[dict]:
         }
         table.append(row)
         first = scored if first is None else first
+    add_rerun_intervals(table)
     return table
+
+
+def add_rerun_intervals(table: list[dict], floor: SeedSpread | None = None) -> None:
+    """Each row's ``rerun``: where a rerun's greedy gain on ``RERUN_SEEDS`` other seeds should
+    fall (``stats.paired.rerun_interval``), its floor the seed spread pooled over the table's
+    experiments (or ``floor``, pooled over more comparisons)."""
+    spreads = {id(r): seed_spread(seed_gains_of(r), "its own seeds") for r in table}
+    if floor is None:
+        floor = pooled_spread(list(spreads.values()),
+                              f"pooled over {sum(s is not None for s in spreads.values())} "
+                              "experiments")
+    for row in table:
+        gains = seed_gains_of(row)
+        found = (rerun_interval(row["gain_greedy"]["gain"], len(gains), spreads[id(row)], floor)
+                 if row.get("gain_greedy") and gains else None)
+        row["rerun"] = found.as_dict() if found else None
+
+
+def seed_gains_of(row: dict) -> list[float]:
+    return row.get("seed_gains") or []
 
 
 def _exploitability_summary(seeds: list[dict]) -> dict[str, dict]:
@@ -389,6 +433,14 @@ def gain_cell(value: dict | None, digits: int = 3) -> str:
             f"{_signed(value['high'], digits)}]")
 
 
+def rerun_cell(value: dict | None) -> str:
+    """``[−0.029, +0.078] (sd 0.029 on 5 df, its own seeds)``; empty without one."""
+    if not value:
+        return ""
+    return (f"[{_signed(value['low'])}, {_signed(value['high'])}] (seed sd {value['sd']:.3f} "
+            f"on {value['df']:.0f} df, {value['source']})")
+
+
 def fit_cell(value: dict | None) -> str:
     if not value:
         return ""
@@ -417,6 +469,8 @@ def cell(row: dict, key: str) -> str:
         return gain_cell(value, 4 if key == "gain_logprob" else 3)
     if key == "fit":
         return fit_cell(value)
+    if key == "rerun":
+        return rerun_cell(value)
     if key == "exploitability":
         return exploitability_cell(value or {})
     if isinstance(value, list):
