@@ -547,7 +547,8 @@ def _pyplot():
 
 
 def gain_png(table: list[dict], path: Path) -> None:
-    """Each experiment's paired gain with its 95% interval, and ± its MDE shaded."""
+    """Each experiment's paired gain with its 95% interval, beside it where a rerun on new
+    seeds should fall, and ± its MDE shaded."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(max(4.0, 0.9 * len(table) + 2), 3.5))
     for index, row in enumerate(table):
@@ -561,6 +562,12 @@ def gain_png(table: list[dict], path: Path) -> None:
                                                  [value["high"] - value["gain"]]],
                       fmt="o", color="#1f77b4", capsize=4,
                       label="gain, 95% interval" if index == 0 else None)
+        rerun = row.get("rerun")
+        if rerun:
+            axis.errorbar(index + 0.18, value["gain"], fmt="none", color="#ff7f0e", capsize=3,
+                          yerr=[[value["gain"] - rerun["low"]], [rerun["high"] - value["gain"]]],
+                          label=f"a rerun's gain, {rerun['new_seeds']} new seeds"
+                          if index == 0 else None)
     axis.axhline(0.0, color="grey", linewidth=0.8)
     axis.set_xticks(range(len(table)), [r["experiment"] for r in table], rotation=20, ha="right")
     axis.set_ylabel("held-out gain (final − base)")
