@@ -570,6 +570,7 @@ def test_a_rerun_is_checked_against_the_published_rerun_intervals(compared, tmp_
     ("same seeds", "reruns seed(s) [0, 1] that the published figure already holds"),
     ("other budget", "is not a rerun of the published comparisons: its budget differ"),
     ("not a comparison", "is not a comparison folder"),
+    ("other base", "the base model's records"),
 ])
 def test_a_rerun_that_is_not_one_is_refused_in_one_line(compared, tmp_path, capsys, which,
                                                         message):
@@ -581,6 +582,11 @@ def test_a_rerun_that_is_not_one_is_refused_in_one_line(compared, tmp_path, caps
     elif which == "other budget":
         manifest = json.loads((rerun / "compare.json").read_text())
         (rerun / "compare.json").write_text(json.dumps(manifest | {"budget": 2 * BUDGET}))
+    elif which == "other base":  # one base answer graded otherwise
+        row = next(r for r in rows(rerun / EVALUATIONS) if r["which"] == "base")
+        records = rows(rerun / row["records"])
+        records[0]["greedy"] = 1 - records[0]["greedy"]
+        (rerun / row["records"]).write_text("".join(json.dumps(r) + "\n" for r in records))
     else:
         rerun = tmp_path / "nothing"
     capsys.readouterr()

@@ -7,9 +7,9 @@ fall). This prints, for every experiment of the PUBLISHED comparisons, the gain 
 intervals, the rerun interval's floor being the seed spread pooled over all of them; and, for
 every experiment of the RERUN comparisons (the same settings, other seeds: ``--first-seed``),
 its gain and whether each interval holds it, then how many held against how many a 95%
-interval should hold. Other settings, a rerun that shares a seed with what it checks, or an
-experiment that was not published are refused in one line (exit 2); nothing is written unless
-``--json`` names a file.
+interval should hold. Other settings, a rerun that shares a seed with what it checks, a base
+model whose records differ (the gains are paired with it), or an experiment that was not
+published are refused in one line (exit 2); nothing is written unless ``--json`` names a file.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from selfplay.evaluation.compare_page import (
     seed_gains_of,
     summarize,
 )
+from selfplay.evaluation.pool import base_rows
 from selfplay.stats.paired import LEVEL, pooled_spread, rerun_interval, seed_spread
 
 # what a rerun and what it checks must share (seeds, the curve's points and which experiments
@@ -89,6 +90,7 @@ def check_rows(published: list[dict], settings: dict, folders: list[Path]) -> li
                 raise UserError(f"{folder}: {name} reruns seed(s) {sorted(shared)} that the "
                                 "published figure already holds; a rerun takes other seeds "
                                 "(--first-seed)")
+            base_rows(Path(by_name[name]["folder"]), folder)  # the same base, or one line
             checked.append(_checked(by_name[name], row, settings["floor"], folder))
     return checked
 
