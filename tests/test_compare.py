@@ -542,7 +542,8 @@ def test_a_rerun_is_checked_against_the_published_rerun_intervals(compared, tmp_
     published, rerun = _published_and_rerun(compared, tmp_path)
     capsys.readouterr()
     assert rerun_main([str(published), "--rerun", str(rerun), "--json",
-                       str(tmp_path / "check.json")]) == 0
+                       str(tmp_path / "check.json"), "--png", str(tmp_path / "check.png")]) == 0
+    assert (tmp_path / "check.png").read_bytes()[:4] == b"\x89PNG"
     said = capsys.readouterr().out
     found = json.loads((tmp_path / "check.json").read_text())
     rows = {r["experiment"]: r for r in found["published"]}

@@ -140,6 +140,37 @@ def report(published: list[dict], checked: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def check_png(published: list[dict], checked: list[dict], path: Path) -> None:
+    """Each published gain with its confidence interval (blue) and rerun interval (orange),
+    and the reruns' gains (red crosses) where they landed."""
+    from selfplay.evaluation.compare_page import _pyplot
+
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(max(4.0, 1.1 * len(published) + 2), 3.8))
+    for index, row in enumerate(published):
+        gain, rerun = row["gain_greedy"], row["rerun"]
+        axis.errorbar(index - 0.1, gain["gain"], fmt="o", color="#1f77b4", capsize=4,
+                      yerr=[[gain["gain"] - gain["low"]], [gain["high"] - gain["gain"]]],
+                      label="published gain, 95% CI" if index == 0 else None)
+        if rerun:
+            axis.errorbar(index + 0.1, gain["gain"], fmt="none", color="#ff7f0e", capsize=4,
+                          yerr=[[gain["gain"] - rerun["low"]], [rerun["high"] - gain["gain"]]],
+                          label="where a rerun of 3 new seeds should land" if index == 0
+                          else None)
+        landed = [c["gain"] for c in checked if c["experiment"] == row["experiment"]]
+        axis.plot([index + 0.1] * len(landed), landed, "x", color="#d62728", markersize=9,
+                  label="a rerun's gain" if landed and not axis.get_legend_handles_labels()[
+                      1].count("a rerun's gain") else None)
+    axis.axhline(0.0, color="grey", linewidth=0.8)
+    axis.set_xticks(range(len(published)), [r["experiment"] for r in published], rotation=20,
+                    ha="right")
+    axis.set_ylabel("held-out gain (final − base)")
+    axis.legend(loc="best", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m selfplay.evaluation.rerun",
                                      description=__doc__.splitlines()[0])
@@ -148,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun", type=Path, nargs="*", default=[],
                         help="comparisons of the same settings on other seeds")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--png", type=Path, help="also draw the intervals and the reruns' gains")
     args = parser.parse_args(argv)
     try:
         published, settings = published_rows(args.published)
@@ -156,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rerun: error: {exc}", file=sys.stderr)
         return 2
     print(report(published, checked))
+    if args.png:
+        check_png(published, checked, args.png)
     if args.json:
         clean = [{k: v for k, v in r.items() if k in ("experiment", "folder", "seeds",
                                                        "gain_greedy", "rerun")}
