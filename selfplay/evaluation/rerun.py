@@ -143,9 +143,11 @@ def report(published: list[dict], checked: list[dict]) -> str:
 def check_png(published: list[dict], checked: list[dict], path: Path) -> None:
     """Each published gain with its confidence interval (blue) and rerun interval (orange),
     and the reruns' gains (red crosses) where they landed."""
-    from selfplay.evaluation.compare_page import _pyplot
+    import matplotlib
 
-    plt = _pyplot()
+    matplotlib.use("Agg")  # a file, no display
+    import matplotlib.pyplot as plt
+
     figure, axis = plt.subplots(figsize=(max(4.0, 1.1 * len(published) + 2), 3.8))
     for index, row in enumerate(published):
         gain, rerun = row["gain_greedy"], row["rerun"]
