@@ -320,12 +320,12 @@ def summarize(folder: Path) -> list[dict]:
         seeds = [per_seed(folder, name, e, evaluations, times, manifest) for e in entries]
         config = load_run_config(folder / name / entries[0]["folder"], logging=False)
         scored = [s for s in seeds if s["gain_greedy"] is not None]
-        gains = {"greedy": paired(evaluations, scored, "greedy"),
+        greedy = paired_scores(evaluations, scored, "greedy")
+        gains = {"greedy": paired_gain(*greedy) if greedy else None,
                  "logprob": paired(evaluations, scored, "logprob"),
                  "pass1": paired(evaluations, scored, "pass@1") if manifest["samples"] else None,
                  "passk": paired(evaluations, scored, f"pass@{manifest['samples']}",
                                  manifest["samples"]) if manifest["samples"] > 1 else None}
-        greedy = paired_scores(evaluations, scored, "greedy")
         versus = (paired(evaluations, scored, "greedy", against=first)
                   if first is not None else None)
         row = {
@@ -364,20 +364,20 @@ def summarize(folder: Path) -> list[dict]:
     return table
 
 
-def add_rerun_intervals(table: list[dict], floor: SeedSpread | None = None) -> None:
+def add_rerun_intervals(table: list[dict]) -> SeedSpread | None:
     """Each row's ``rerun``: where a rerun's greedy gain on ``RERUN_SEEDS`` other seeds should
     fall (``stats.paired.rerun_interval``), its floor the seed spread pooled over the table's
-    experiments (or ``floor``, pooled over more comparisons)."""
+    experiments; returns that floor."""
     spreads = {id(r): seed_spread(seed_gains_of(r), "its own seeds") for r in table}
-    if floor is None:
-        floor = pooled_spread(list(spreads.values()),
-                              f"pooled over {sum(s is not None for s in spreads.values())} "
-                              "experiments")
+    floor = pooled_spread(list(spreads.values()),
+                          f"pooled over {sum(s is not None for s in spreads.values())} "
+                          "experiments")
     for row in table:
         gains = seed_gains_of(row)
         found = (rerun_interval(row["gain_greedy"]["gain"], len(gains), spreads[id(row)], floor)
                  if row.get("gain_greedy") and gains else None)
         row["rerun"] = found.as_dict() if found else None
+    return floor
 
 
 def seed_gains_of(row: dict) -> list[float]:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from scipy import stats
 
 from selfplay.core.errors import UserError
+from selfplay.evaluation.compare import CompareSpec
 from selfplay.evaluation.compare_page import (
     add_rerun_intervals,
     gain_cell,
@@ -31,15 +33,21 @@ from selfplay.evaluation.compare_page import (
     summarize,
 )
 from selfplay.evaluation.pool import base_rows
-from selfplay.stats.paired import LEVEL, pooled_spread, rerun_interval, seed_spread
+from selfplay.stats.paired import LEVEL, rerun_interval, seed_spread
 
-# what a rerun and what it checks must share (seeds, the curve's points and which experiments
-# sit beside each other may differ: none of them changes a run's final gain)
-SETTINGS = ("budget", "suite", "suite_size", "samples", "eval_tokens", "overrides")
+# what a rerun and what it checks must share: the spec but what leaves a run's final greedy
+# gain alone (which experiments sit beside each other, the seeds, the curve's points and
+# subset, the likelihood measure)
+SETTINGS = tuple(f.name for f in fields(CompareSpec) if f.name not in (
+    "experiments", "seeds", "first_seed", "points", "curve_size", "likelihood"))
 
 
 def _settings(manifest: dict) -> dict:
     return {key: manifest.get(key) for key in SETTINGS}
+
+
+def _differ(manifest: dict, settings: dict) -> list[str]:
+    return [key for key in SETTINGS if _settings(manifest)[key] != settings[key]]
 
 
 def _seeds(manifest: dict) -> set[int]:
@@ -52,7 +60,7 @@ def published_rows(folders: list[Path]) -> tuple[list[dict], dict]:
     manifests = [read_compare(f) for f in folders]
     settings = _settings(manifests[0])
     for folder, manifest in zip(folders, manifests, strict=True):
-        differ = [k for k in SETTINGS if _settings(manifest)[k] != settings[k]]
+        differ = _differ(manifest, settings)
         if differ:
             raise UserError(f"{folder} differs from {folders[0]} in {', '.join(differ)}: their "
                             "seeds' spreads cannot be pooled")
@@ -64,9 +72,7 @@ def published_rows(folders: list[Path]) -> tuple[list[dict], dict]:
                                 "earlier folder): pool them first (python -m "
                                 "selfplay.evaluation.pool)")
             rows.append(row | {"folder": str(folder), "_seeds": _seeds(manifest)})
-    floor = pooled_spread([seed_spread(seed_gains_of(r)) for r in rows],
-                          f"pooled over {len(rows)} experiments")
-    add_rerun_intervals(rows, floor)
+    floor = add_rerun_intervals(rows)  # the floor pooled over every published experiment
     return rows, settings | {"floor": floor}
 
 
@@ -77,7 +83,7 @@ def check_rows(published: list[dict], settings: dict, folders: list[Path]) -> li
     checked = []
     for folder in folders:
         manifest = read_compare(folder)
-        differ = [k for k in SETTINGS if _settings(manifest)[k] != settings[k]]
+        differ = _differ(manifest, settings)
         if differ:
             raise UserError(f"{folder} is not a rerun of the published comparisons: its "
                             f"{', '.join(differ)} differ")
@@ -149,6 +155,7 @@ def check_png(published: list[dict], checked: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(max(4.0, 1.1 * len(published) + 2), 3.8))
+    crossed = False  # the reruns' legend entry, once
     for index, row in enumerate(published):
         gain, rerun = row["gain_greedy"], row["rerun"]
         axis.errorbar(index - 0.1, gain["gain"], fmt="o", color="#1f77b4", capsize=4,
@@ -161,8 +168,8 @@ def check_png(published: list[dict], checked: list[dict], path: Path) -> None:
                           else None)
         landed = [c["gain"] for c in checked if c["experiment"] == row["experiment"]]
         axis.plot([index + 0.1] * len(landed), landed, "x", color="#d62728", markersize=9,
-                  label="a rerun's gain" if landed and not axis.get_legend_handles_labels()[
-                      1].count("a rerun's gain") else None)
+                  label="a rerun's gain" if landed and not crossed else None)
+        crossed = crossed or bool(landed)
     axis.axhline(0.0, color="grey", linewidth=0.8)
     axis.set_xticks(range(len(published)), [r["experiment"] for r in published], rotation=20,
                     ha="right")

@@ -200,8 +200,11 @@ class RerunInterval:
     low: float
     high: float
     new_seeds: int
-    df: float
-    spread: SeedSpread
+    spread: SeedSpread  # the spread used, own or pooled: its df are the interval's
+
+    @property
+    def df(self) -> float:
+        return self.spread.df
 
     def holds(self, gain: float) -> bool:
         return self.low <= gain <= self.high
@@ -237,4 +240,4 @@ def rerun_interval(gain: float, seeds: int, own: SeedSpread | None,
     if best is None:
         return None
     half, spread = best
-    return RerunInterval(gain - half, gain + half, new_seeds, spread.df, spread)
+    return RerunInterval(gain - half, gain + half, new_seeds, spread)
